@@ -1,0 +1,57 @@
+"""`tfyard <command>`: parse arguments, call one library function, print.
+
+Each command group lives in its own module with a `register(subparsers)` function; the
+modules import TensorFlow only inside their handlers, so `tfyard --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tfyard import __version__
+from tfyard.errors import UserError
+
+# (module, command) pairs in the order `tfyard --help` lists them.
+COMMAND_MODULES = ("cluster",)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message):  # noqa: D102 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="tfyard",
+        description="Run TensorFlow image-classification training unchanged at every scale: "
+        "one CPU, one or many GPUs, all-reduce or parameter-server clusters, Spark, containers.",
+    )
+    parser.add_argument("--version", action="version", version=f"tfyard {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"tfyard.cli.{name}").register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args) or 0
+    except UserError as exc:
+        print(f"tfyard: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tfyard: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

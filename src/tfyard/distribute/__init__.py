@@ -1,0 +1,1 @@
+"""Who am I in the cluster, and how do I train."""

@@ -1,0 +1,178 @@
+"""Role + devices -> what this process does: train under a strategy, serve, or evaluate.
+
+`choose()` is pure (no TensorFlow) so the decision can be shown and tested cheaply;
+`create_strategy()` and `serve()` build the TensorFlow objects.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+from tfyard.distribute.cluster import ClusterConfig, export_tf_config
+from tfyard.errors import UserError
+
+STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
+# Inter-op threads for servers: a PS task with fewer than a handful dead-locks on small machines.
+MIN_INTER_OP_THREADS = 8
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What this process will do: `train`, `serve` (ps / PS worker) or `evaluate` (side-car)."""
+
+    behaviour: str
+    strategy: str
+    reason: str
+
+
+def choose(cluster: ClusterConfig, num_gpus: int, override: str | None = None) -> Plan:
+    """Pick the behaviour and strategy as DESIGN.md's table says; `override` is --ds."""
+    if override is not None and override not in STRATEGIES:
+        raise UserError(
+            f"--distribution_strategy {override!r} is unknown; use one of {', '.join(STRATEGIES)}"
+        )
+    local = "mirrored" if num_gpus > 1 else "one_device"
+    if cluster.role == "evaluator":
+        return Plan("evaluate", _local_override(override, local),
+                    "evaluator: side-car that evaluates each new checkpoint")
+    members = sum(len(v) for v in cluster.training_jobs.values())
+    if cluster.has_ps:
+        if override not in (None, "parameter_server"):
+            raise UserError(
+                f"--ds={override} cannot use the ps tasks in TF_CONFIG; use "
+                "--ds=parameter_server or remove the ps job"
+            )
+        if cluster.role == "chief":
+            return Plan("train", "parameter_server",
+                        "chief of a cluster with ps: coordinates asynchronous training")
+        return Plan("serve", "parameter_server",
+                    f"{cluster.role} of a cluster with ps: serves until the chief ends")
+    if override == "parameter_server":
+        raise UserError(
+            "--ds=parameter_server needs ps tasks, but TF_CONFIG has none; add a \"ps\" job "
+            "(and a chief) to TF_CONFIG or choose another strategy"
+        )
+    if cluster.role != "single" and members > 1:
+        if override not in (None, "multi_worker_mirrored"):
+            raise UserError(
+                f"--ds={override} trains on one machine, but TF_CONFIG lists {members} members; "
+                "use --ds=multi_worker_mirrored or unset TF_CONFIG"
+            )
+        return Plan("train", "multi_worker_mirrored",
+                    f"{cluster.role} of {members} members without ps: collective all-reduce")
+    if override is not None:
+        return Plan("train", override, f"--ds={override}")
+    devices = f"{num_gpus} GPUs" if num_gpus != 1 else "1 GPU"
+    return Plan("train", local, f"no cluster, {devices}")
+
+
+def _local_override(override: str | None, default: str) -> str:
+    if override in ("multi_worker_mirrored", "parameter_server"):
+        raise UserError(f"--ds={override} is not for the evaluator; it evaluates on one machine")
+    return override or default
+
+
+def configure_cpu_replicas(count: int) -> None:
+    """Split the CPU into `count` logical devices so Mirrored can replicate on CPU only."""
+    if count <= 1:
+        return
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+    )
+
+
+def _resolver(cluster: ClusterConfig, num_gpus: int):
+    import tensorflow as tf
+
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(cluster.training_jobs),
+        task_type=cluster.task_type,
+        task_id=cluster.task_index,
+        rpc_layer=cluster.rpc_layer or "grpc",
+        num_accelerators={"GPU": num_gpus} if num_gpus else None,
+    )
+
+
+def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
+    """Build the tf.distribute strategy the plan names (for `train` and `evaluate`)."""
+    import tensorflow as tf
+
+    name = plan.strategy
+    if name == "off":
+        return tf.distribute.get_strategy()
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus else "/cpu:0")
+    if name == "mirrored":
+        if num_gpus:
+            devices = [f"/gpu:{i}" for i in range(num_gpus)]
+        else:
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+    export_tf_config(cluster)
+    if name == "multi_worker_mirrored":
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=_resolver(cluster, num_gpus)
+        )
+    if name == "parameter_server":
+        return tf.distribute.experimental.ParameterServerStrategy(_resolver(cluster, 0))
+    raise AssertionError(f"unhandled strategy {name}")
+
+
+def start_server(cluster: ClusterConfig):
+    """Start this ps / worker task's gRPC server, with enough threads not to dead-lock."""
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(
+        inter_op_parallelism_threads=max(MIN_INTER_OP_THREADS, os.cpu_count() or 1)
+    )
+    return tf.distribute.Server(
+        tf.train.ClusterSpec(cluster.training_jobs),
+        job_name=cluster.task_type,
+        task_index=cluster.task_index,
+        protocol=cluster.rpc_layer or "grpc",
+        config=config,
+        start=True,
+    )
+
+
+def reachable(address: str, timeout: float = 1.0) -> bool:
+    """Whether something listens at host:port."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> None:
+    """Run this task's server until the chief has come and gone.
+
+    Gives up, naming the chief's address, if the chief is not reachable within
+    `startup_timeout` seconds, so a job whose chief never starts does not hang forever.
+    """
+    start_server(cluster)
+    chief = cluster.jobs["chief"][0]
+    print(f"tfyard: {cluster.role}:{cluster.task_index} serving at {cluster.address}; "
+          f"waiting for chief {chief}", flush=True)
+    deadline = time.monotonic() + startup_timeout
+    while not reachable(chief):
+        if time.monotonic() > deadline:
+            raise UserError(
+                f"chief at {chief} did not come up within {startup_timeout:.0f}s; start it or "
+                "raise --startup_timeout"
+            )
+        time.sleep(poll)
+    misses = 0
+    while misses < 3:
+        time.sleep(poll)
+        misses = 0 if reachable(chief) else misses + 1
+    print(f"tfyard: chief {chief} has ended; {cluster.role}:{cluster.task_index} stops",
+          file=sys.stderr, flush=True)

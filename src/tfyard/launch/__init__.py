@@ -1,0 +1,1 @@
+"""Start the processes that will train: a local cluster, Spark tasks, containers."""

@@ -1,0 +1,182 @@
+"""The platform contract: where data is read, where results go, how many GPUs to use.
+
+Every training entry point takes `--data_dir --output_dir --work_dir --log_dir --num_gpus`
+(dashes accepted too), each falling back to `TFYARD_<NAME>` and then to a default. A
+platform can therefore run any script with these arguments. No TensorFlow import here:
+`tfyard --help` must stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict, dataclass
+
+from tfyard.errors import UserError
+
+FLAGS = ("data_dir", "output_dir", "work_dir", "log_dir", "num_gpus")
+
+_HELP = {
+    "data_dir": "where the input data lives (env TFYARD_DATA_DIR; default: none, the "
+    "dataset decides)",
+    "output_dir": "where checkpoints, logs, metrics and exports go (env TFYARD_OUTPUT_DIR; "
+    "default: ./output)",
+    "work_dir": "scratch space for caches and temporary files (env TFYARD_WORK_DIR; "
+    "default: <output_dir>/work)",
+    "log_dir": "TensorBoard summaries (env TFYARD_LOG_DIR; default: <output_dir>/logs)",
+    "num_gpus": "GPUs to train on (env TFYARD_NUM_GPUS; default: all visible)",
+}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Resolved platform directories and GPU count for one process."""
+
+    data_dir: str | None
+    output_dir: str
+    work_dir: str
+    log_dir: str
+    num_gpus: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def is_remote(path: str) -> bool:
+    """True for tf.io.gfile schemes such as gs:// or hdfs://."""
+    return "://" in path
+
+
+def visible_gpus() -> int:
+    """GPUs this process may use, found without importing TensorFlow."""
+    cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cuda is not None:
+        ids = [d for d in cuda.split(",") if d.strip() and not d.strip().startswith("-")]
+        return len(ids)
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def _parse_gpus(value, source: str) -> int:
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{source}={value!r} is not a whole number; give a GPU count such as 0 or 4")
+    if count < 0:
+        raise UserError(f"{source}={count} is negative; give 0 for CPU or a positive GPU count")
+    return count
+
+
+def resolve(
+    data_dir: str | None = None,
+    output_dir: str | None = None,
+    work_dir: str | None = None,
+    log_dir: str | None = None,
+    num_gpus: int | str | None = None,
+    environ=None,
+    create: bool = True,
+) -> Platform:
+    """Apply flag > environment > default for each field; create local output dirs."""
+    env = os.environ if environ is None else environ
+
+    def pick(value, name):
+        if value not in (None, ""):
+            return value
+        return env.get(f"TFYARD_{name.upper()}") or None
+
+    data = pick(data_dir, "data_dir")
+    output = pick(output_dir, "output_dir") or "output"
+    work = pick(work_dir, "work_dir") or _join(output, "work")
+    logs = pick(log_dir, "log_dir") or _join(output, "logs")
+    gpus_raw = pick(num_gpus, "num_gpus")
+    if gpus_raw is None:
+        gpus = visible_gpus()
+    else:
+        source = "--num_gpus" if num_gpus not in (None, "") else "TFYARD_NUM_GPUS"
+        gpus = _parse_gpus(gpus_raw, source)
+    if data is not None and not is_remote(data) and not os.path.isdir(data):
+        raise UserError(f"--data_dir {data!r} does not exist; point it at your dataset directory")
+    platform = Platform(
+        data_dir=_absolute(data) if data else None,
+        output_dir=_absolute(output),
+        work_dir=_absolute(work),
+        log_dir=_absolute(logs),
+        num_gpus=gpus,
+    )
+    if create:
+        for path in (platform.output_dir, platform.work_dir, platform.log_dir):
+            make_dirs(path)
+    return platform
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name if is_remote(base) else os.path.join(base, name)
+
+
+def _absolute(path: str) -> str:
+    return path if is_remote(path) else os.path.abspath(os.path.expanduser(path))
+
+
+def make_dirs(path: str) -> None:
+    """Create a directory, locally or through tf.io.gfile for remote schemes."""
+    if is_remote(path):
+        import tensorflow as tf
+
+        tf.io.gfile.makedirs(path)
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create directory {path!r} ({exc.strerror}); choose a writable location"
+        ) from None
+
+
+# --- argparse -----------------------------------------------------------------------
+
+
+def add_platform_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the five platform flags (underscore and dash spellings) to an argparse parser."""
+    group = parser.add_argument_group("platform")
+    for name in FLAGS:
+        dashed = "--" + name.replace("_", "-")
+        group.add_argument(f"--{name}", dashed, dest=name, default=None, help=_HELP[name])
+    return parser
+
+
+def from_args(args: argparse.Namespace, create: bool = True) -> Platform:
+    """Resolve the platform from parsed argparse flags (see add_platform_arguments)."""
+    return resolve(**{name: getattr(args, name, None) for name in FLAGS}, create=create)
+
+
+# --- absl -----------------------------------------------------------------------------
+
+
+def define_absl_flags(flag_values=None) -> None:
+    """Define the platform flags as absl flags (call once, before app.run)."""
+    from absl import flags
+
+    target = flags.FLAGS if flag_values is None else flag_values
+    for name in FLAGS:
+        if name not in target:
+            flags.DEFINE_string(name, None, _HELP[name], flag_values=target)
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """Rewrite `--data-dir` style platform flags to `--data_dir` so absl accepts both."""
+    dashed = {"--" + n.replace("_", "-"): "--" + n for n in FLAGS}
+    out = []
+    for arg in argv:
+        head, sep, tail = arg.partition("=")
+        out.append(dashed.get(head, head) + sep + tail if head in dashed else arg)
+    return out
+
+
+def from_absl(flag_values=None, create: bool = True) -> Platform:
+    """Resolve the platform from absl flags defined by define_absl_flags."""
+    from absl import flags
+
+    source = flags.FLAGS if flag_values is None else flag_values
+    return resolve(**{name: source[name].value for name in FLAGS}, create=create)
