@@ -63,7 +63,9 @@ def _parse_gpus(value, source: str) -> int:
     try:
         count = int(value)
     except (TypeError, ValueError):
-        raise UserError(f"{source}={value!r} is not a whole number; give a GPU count such as 0 or 4")
+        raise UserError(
+            f"{source}={value!r} is not a whole number; give a GPU count such as 0 or 4"
+        ) from None
     if count < 0:
         raise UserError(f"{source}={count} is negative; give 0 for CPU or a positive GPU count")
     return count

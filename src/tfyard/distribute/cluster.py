@@ -199,7 +199,9 @@ def _parse_task(task, jobs: Mapping[str, tuple[str, ...]]) -> tuple[str | None, 
     if task is None or task == {}:
         return None, 0
     if not isinstance(task, Mapping):
-        raise UserError("TF_CONFIG.task must be an object like {\"type\": \"worker\", \"index\": 0}")
+        raise UserError(
+            "TF_CONFIG.task must be an object like {\"type\": \"worker\", \"index\": 0}"
+        )
     raw_type = task.get("type")
     if not isinstance(raw_type, str):
         raise UserError(
@@ -250,7 +252,9 @@ def load_cluster_config(environ: Mapping[str, str] | None = None) -> ClusterConf
                 f"TF_CONFIG_FILE {path!r} cannot be read ({exc.strerror}); fix the path or unset it"
             ) from None
         except UnicodeDecodeError:
-            raise UserError(f"TF_CONFIG_FILE {path!r} is not UTF-8 text; write it as JSON") from None
+            raise UserError(
+                f"TF_CONFIG_FILE {path!r} is not UTF-8 text; write it as JSON"
+            ) from None
     return parse_tf_config(text)
 
 

@@ -1,0 +1,29 @@
+"""Shared test set-up: quiet TensorFlow, no inherited cluster, a way to run the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster(monkeypatch):
+    """Tests never inherit a TF_CONFIG or platform settings from the caller's shell."""
+    for name in ("TF_CONFIG", "TF_CONFIG_FILE", "TFYARD_DATA_DIR", "TFYARD_OUTPUT_DIR",
+                 "TFYARD_WORK_DIR", "TFYARD_LOG_DIR", "TFYARD_NUM_GPUS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run_tfyard(*args, env=None, timeout=600, cwd=None) -> subprocess.CompletedProcess:
+    """Run `python -m tfyard ARGS` in a fresh process and capture its output."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "tfyard", *map(str, args)],
+        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd,
+    )

@@ -1,0 +1,56 @@
+"""The CLI surface: help, version, `cluster show`, and one-line user errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import run_tfyard
+from tfyard import __version__
+
+LEGACY = json.dumps({"cluster": {"master": ["h:2222"], "ps": ["h:2223"], "worker": ["h:2224"]},
+                     "task": {"type": "master", "index": 0}, "environment": "cloud"})
+
+
+def test_help_does_not_import_tensorflow():
+    code = ("import sys; from tfyard.cli import build_parser; build_parser(); "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_help_and_version():
+    result = run_tfyard("--help")
+    assert result.returncode == 0 and "cluster" in result.stdout
+    assert run_tfyard("--version").stdout.strip() == f"tfyard {__version__}"
+
+
+def test_cluster_show_legacy_json():
+    result = run_tfyard("cluster", "show", "--json", "--num_gpus", "0", env={"TF_CONFIG": LEGACY})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["tf_config"]["cluster"]["chief"] == ["h:2222"]
+    assert report["tf_config"]["task"] == {"type": "chief", "index": 0}
+    assert (report["role"], report["strategy"], report["behaviour"]) == (
+        "chief", "parameter_server", "train")
+
+
+def test_cluster_show_tf2_text(tmp_path):
+    path = tmp_path / "tf_config.json"
+    path.write_text(json.dumps({"cluster": {"worker": ["h:1", "h:2"]},
+                                "task": {"type": "worker", "index": 1}}))
+    result = run_tfyard("cluster", "show", "--num_gpus", "0", env={"TF_CONFIG_FILE": str(path)})
+    assert result.returncode == 0, result.stderr
+    assert "role:       worker:1" in result.stdout
+    assert "multi_worker_mirrored" in result.stdout
+
+
+def test_user_errors_are_one_line_exit_2():
+    bad = run_tfyard("cluster", "show", env={"TF_CONFIG": "{oops"})
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("tfyard: error: TF_CONFIG is not valid JSON")
+    assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    flag = run_tfyard("cluster", "show", "--no-such-flag")
+    assert flag.returncode == 2 and flag.stderr.count("\n") == 1
+    assert "unrecognized arguments" in flag.stderr
