@@ -1,0 +1,61 @@
+"""`tfyard pack`: a container image for a training script, with its run and push commands."""
+
+from __future__ import annotations
+
+import argparse
+
+_EPILOG = """Writes into the code directory's parent (or --out): Dockerfile, .dockerignore,
+the tfyard wheel, tfyard-cmd.txt (platform, local-test, build and push commands) and, with
+--k8s, tfyard-k8s.yaml. The registry password for --push --registry_user comes from
+TFYARD_REGISTRY_PASSWORD or stdin, never from a flag."""
+
+
+def register(commands) -> None:
+    pack = commands.add_parser(
+        "pack", help="write a Dockerfile and run commands for a training script; build, push",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+    def flag(name, **kwargs):
+        pack.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, **kwargs)
+
+    flag("code_path", required=True, metavar="DIR", help="directory with the training code")
+    flag("main", required=True, metavar="FILE", help="training script, relative to DIR")
+    flag("image", required=True, metavar="NAME[:TAG]", help="image to build (tag: latest)")
+    flag("base_image", metavar="IMAGE",
+         help="default: tensorflow/tensorflow:<installed TF version>[-gpu]")
+    flag("gpu", action="store_true", help="GPU base image, `--gpus all` in the local test")
+    flag("requirements", metavar="FILE", help="pip requirements installed into the image")
+    flag("train_params", default="", metavar="'ARGS'", help="arguments for the script")
+    flag("registry", metavar="HOST/NS", help="registry prefix for the image name")
+    flag("registry_user", metavar="USER", help="with --push: `docker login` as USER first")
+    flag("out", metavar="DIR", help="where to write the files (default: DIR's parent)")
+    flag("k8s", metavar="WORKERS[,PS]", help="also write a Kubernetes indexed Job manifest")
+    flag("test_data_path", metavar="P", help="host data directory for the local test command")
+    flag("test_output_path", metavar="P", help="host output directory for the local test")
+    flag("build", action="store_true", help="run `docker build`")
+    flag("push", action="store_true", help="run `docker push` (and login, see below)")
+    pack.set_defaults(func=run_pack)
+
+
+def run_pack(args) -> int:
+    from tfyard.pack import docker, make_spec, write_context
+    from tfyard.pack.commands import CMD_FILE
+
+    spec = make_spec(
+        code_path=args.code_path, main=args.main, image=args.image,
+        base_image=args.base_image, gpu=args.gpu, requirements=args.requirements,
+        train_params=args.train_params, registry=args.registry, out=args.out, k8s=args.k8s,
+        test_data_path=args.test_data_path, test_output_path=args.test_output_path,
+        registry_user=args.registry_user,
+    )
+    for path in write_context(spec):
+        print(f"wrote {path}")
+    print((spec.out / CMD_FILE).read_text(encoding="utf-8"), end="")
+    if args.build or args.push:
+        docker.require_engine(spec)
+    if args.build:
+        docker.build(spec)
+    if args.push:
+        docker.push(spec)
+    return 0

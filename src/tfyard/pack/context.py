@@ -1,0 +1,51 @@
+"""Write a Docker build context: the files `docker build` and the platform need."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tfyard.pack.commands import CMD_FILE, render_cmd_file
+from tfyard.pack.dockerfile import render_dockerfile, render_dockerignore
+from tfyard.pack.k8s import MANIFEST_FILE, render_manifest
+from tfyard.pack.spec import PackSpec
+from tfyard.pack.wheel import build_wheel
+
+REQUIREMENTS_FILE = "tfyard-requirements.txt"
+# Where the code goes when --out is not one of its ancestors (owned by tfyard, replaced).
+CODE_COPY = "tfyard-code"
+
+
+def write_context(spec: PackSpec) -> list[Path]:
+    """Write Dockerfile, .dockerignore, the tfyard wheel, tfyard-cmd.txt (and the manifest)."""
+    spec.out.mkdir(parents=True, exist_ok=True)
+    code_rel = _place_code(spec)
+    wheel = build_wheel(spec.out)
+    written = [wheel]
+    requirements = None
+    if spec.requirements:
+        requirements = REQUIREMENTS_FILE
+        written.append(Path(shutil.copyfile(spec.requirements, spec.out / requirements)))
+    keep = [wheel.name, *([requirements] if requirements else [])]
+    texts = {
+        "Dockerfile": render_dockerfile(spec, code_rel, wheel.name, requirements),
+        ".dockerignore": render_dockerignore(code_rel, keep),
+        CMD_FILE: render_cmd_file(spec),
+    }
+    if spec.k8s:
+        texts[MANIFEST_FILE] = render_manifest(spec)
+    for name, text in texts.items():
+        (spec.out / name).write_text(text, encoding="utf-8")
+        written.append(spec.out / name)
+    return written
+
+
+def _place_code(spec: PackSpec) -> str:
+    """The code's path inside the context, copying it in when it lives elsewhere."""
+    if spec.code_path.is_relative_to(spec.out):
+        return spec.code_path.relative_to(spec.out).as_posix()
+    copy = spec.out / CODE_COPY
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(spec.code_path, copy,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
+    return CODE_COPY
