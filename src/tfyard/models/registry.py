@@ -1,0 +1,131 @@
+"""The model names tfyard knows, as plain data: no TensorFlow import, so listing is instant.
+
+Naming scheme (one flat namespace, no clashes):
+- `resnet18 ... resnet200`: ResNet v1.5 for ImageNet (`--resnet_size=N` maps to `resnetN`).
+- `cifar_resnet20 ... cifar_resnet110`: the CIFAR ResNets of He et al. (depth 6n+2).
+- `mnist_cnn`, `mnist_mlp`: the Keras MNIST examples.
+- TF-Slim names (`vgg_19`, `inception_v3`, `resnet_v2_50`, ...): Keras applications.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+
+IMAGENET_DEPTHS = (18, 34, 50, 101, 152, 200)
+CIFAR_DEPTHS = (20, 32, 44, 56, 110)
+DEFAULT_NUM_CLASSES = {"imagenet": 1000, "slim": 1000, "cifar": 10, "mnist": 10}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    family: str  # "imagenet" | "cifar" | "mnist" | "slim": the loop picks its recipe by family
+    input_shape: tuple[int, int, int]  # the input size it expects by default
+    description: str
+
+
+@dataclass(frozen=True)
+class SlimApp:
+    """How one TF-Slim name maps onto `keras.applications.<app>(weights=None, **kwargs)`."""
+
+    app: str
+    size: int
+    min_size: int = 32
+    kwargs: tuple[tuple[str, object], ...] = ()
+
+
+def _slim_table() -> dict[str, SlimApp]:
+    table = {
+        "vgg_16": SlimApp("VGG16", 224),
+        "vgg_19": SlimApp("VGG19", 224),
+        "inception_v3": SlimApp("InceptionV3", 299, min_size=75),
+        "inception_resnet_v2": SlimApp("InceptionResNetV2", 299, min_size=75),
+    }
+    for depth in (50, 101, 152):
+        table[f"resnet_v2_{depth}"] = SlimApp(f"ResNet{depth}V2", 224)
+    for suffix, alpha in (("", 1.0), ("_075", 0.75), ("_050", 0.5), ("_025", 0.25)):
+        table[f"mobilenet_v1{suffix}"] = SlimApp("MobileNet", 224, kwargs=(("alpha", alpha),))
+    for suffix, alpha in (("", 1.0), ("_140", 1.4), ("_035", 0.35)):
+        table[f"mobilenet_v2{suffix}"] = SlimApp("MobileNetV2", 224, kwargs=(("alpha", alpha),))
+    for size in ("large", "small"):
+        table[f"mobilenet_v3_{size}"] = SlimApp(
+            f"MobileNetV3{size.title()}", 224, kwargs=(("include_preprocessing", False),))
+    table["nasnet_mobile"] = SlimApp("NASNetMobile", 224)
+    table["nasnet_large"] = SlimApp("NASNetLarge", 331)
+    for b, size in enumerate((224, 240, 260, 300, 380, 456, 528, 600)):
+        table[f"efficientnet_b{b}"] = SlimApp(f"EfficientNetB{b}", size)
+    return table
+
+
+SLIM_APPS = _slim_table()
+
+def _registry() -> dict[str, ModelSpec]:
+    specs = [
+        ModelSpec(f"resnet{d}", "imagenet", (224, 224, 3), f"ResNet-{d} v1.5 for ImageNet")
+        for d in IMAGENET_DEPTHS
+    ]
+    specs += [
+        ModelSpec(f"cifar_resnet{d}", "cifar", (32, 32, 3),
+                  f"ResNet-{d} for CIFAR (3 stages x {(d - 2) // 6} blocks, 16/32/64 filters)")
+        for d in CIFAR_DEPTHS
+    ]
+    specs += [
+        ModelSpec("mnist_cnn", "mnist", (28, 28, 1), "Keras MNIST example convnet (2 conv, 34.8k)"),
+        ModelSpec("mnist_mlp", "mnist", (28, 28, 1), "2 hidden layers of 512 with dropout"),
+    ]
+    specs += [
+        ModelSpec(name, "slim", (app.size, app.size, 3),
+                  f"keras.applications.{app.app}"
+                  + "".join(f", {k}={v}" for k, v in app.kwargs))
+        for name, app in SLIM_APPS.items()
+    ]
+    return {spec.name: spec for spec in specs}
+
+
+MODELS: dict[str, ModelSpec] = _registry()
+
+
+def model_names() -> list[str]:
+    return list(MODELS)
+
+
+def _normalize(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def get_spec(name: str) -> ModelSpec:
+    """The spec for `name` (case-insensitive); a UserError names the close matches."""
+    key = _normalize(name)
+    if key in MODELS:
+        return MODELS[key]
+    close = difflib.get_close_matches(key, MODELS, n=5, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "none is close"
+    raise UserError(f"unknown model {name!r}: {hint} (`tfyard models` lists them all)")
+
+
+def resolve_alias(model: str | None = None, resnet_size: int | None = None,
+                  model_name: str | None = None) -> str:
+    """The registry name for the historical flags, first given wins: `--model`,
+    slim's `--model_name` (`vgg_19` -> `vgg_19`), then `--resnet_size=N` (-> `resnetN`, the
+    ImageNet ResNet; a CIFAR script passes `model=f"cifar_resnet{N}"` instead)."""
+    if model:
+        return get_spec(model).name
+    if model_name:
+        return get_spec(model_name).name
+    if resnet_size is not None:
+        if int(resnet_size) not in IMAGENET_DEPTHS:
+            sizes = ", ".join(map(str, IMAGENET_DEPTHS))
+            raise UserError(f"--resnet_size={resnet_size} is not available; choose one of {sizes}")
+        return f"resnet{int(resnet_size)}"
+    raise UserError("no model given; pass --model NAME (see `tfyard models`)")
+
+
+def min_input_size(name: str) -> int:
+    """The smallest square input the architecture accepts (Inception needs 75)."""
+    spec = get_spec(name)
+    if spec.family == "slim":
+        return SLIM_APPS[spec.name].min_size
+    return 32 if spec.family == "imagenet" else spec.input_shape[0]
