@@ -1,0 +1,90 @@
+"""Dataset registry: `build_dataset(name, split, ...)` -> tf.data of (image, label) batches.
+
+Importing this package does not import TensorFlow; each reader in `formats/` is
+imported when first used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+from dataclasses import dataclass
+
+from tfyard.data.pipeline import Spec, split_name
+from tfyard.errors import UserError
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    num_classes: int
+    image_shape: tuple[int, int, int]  # (H, W, C) a model should take for this data
+    num_examples: dict[str, int]  # {"train": n, "validation": m}
+
+
+# name -> module in tfyard.data.formats
+_READERS = {
+    "imagenet": "tfrecord",
+    "tfrecord": "tfrecord",
+    "cifar10": "cifar",
+    "cifar100": "cifar",
+    "mnist": "mnist",
+    "folder": "folder",
+    "digits": "digits",
+    "synthetic": "synthetic",
+}
+DATASETS: tuple[str, ...] = tuple(_READERS)
+
+
+def reader(name: str):
+    """The format module for dataset `name`, or a UserError listing the known names."""
+    if name not in _READERS:
+        close = difflib.get_close_matches(name, DATASETS, n=len(DATASETS), cutoff=0.3)
+        known = close + [n for n in DATASETS if n not in close]
+        raise UserError(f"unknown dataset {name!r}; use one of: {', '.join(known)}")
+    return importlib.import_module(f"tfyard.data.formats.{_READERS[name]}")
+
+
+def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,
+                 **options) -> DatasetInfo:
+    return reader(name).info(name, data_dir, cache_dir=cache_dir, **options)
+
+
+def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_size: int,
+                  image_size: int | None = None, dtype: str = "float32", input_context=None,
+                  repeat: bool | None = None, shuffle: bool | None = None,
+                  seed: int | None = None, label_offset: int | None = None,
+                  data_threads: int | None = None, skip_corrupt: bool = False,
+                  cache_dir: str | None = None, num_examples: int | None = None):
+    """Batches of (images [B,H,W,C] normalised in `dtype`, labels int32 [B], 0-based)."""
+    module = reader(name)
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise UserError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
+    if batch_size < 1:
+        raise UserError(f"batch size must be at least 1, got {batch_size}")
+    spec = Spec(split_name(split), batch_size, image_size, dtype, input_context, repeat,
+                shuffle, seed, label_offset, data_threads, skip_corrupt, cache_dir,
+                num_examples)
+    return module.build(name, data_dir, spec)
+
+
+@contextlib.contextmanager
+def checked(name: str, data_dir: str | None = None, split: str = "train",
+            cache_dir: str | None = None):
+    """Turn a data error raised while iterating into a UserError naming file and record.
+
+    TensorFlow's decode errors do not say which record failed, so on failure the split is
+    scanned (the same check as `tfyard data inspect --verify`) to find the first bad one.
+    """
+    import tensorflow as tf
+
+    try:
+        yield
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as exc:
+        from tfyard.data.inspect import first_problem
+
+        problem = first_problem(name, data_dir, split_name(split), cache_dir=cache_dir)
+        where = str(problem) if problem else f"{name} data: {exc.message.splitlines()[0]}"
+        raise UserError(f"{where}; fix or re-convert the data, or pass --skip_corrupt to "
+                        "drop bad records") from exc

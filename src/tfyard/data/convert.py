@@ -1,0 +1,208 @@
+"""Writers: an image folder, CIFAR binaries or MNIST -> ImageNet-style TFRecord shards.
+
+Output is `DST/{train,validation}-%05d-of-%05d` plus `labels.txt` (`1:name`, labels 1..N
+as in ImageNet), read back with `--dataset imagenet`. Shards are written by a pool of
+processes, each to `<shard>.tmp` then renamed, so an interrupted run never leaves a
+shard that looks complete; the output depends only on the input and the seed. Output
+names never come from input names, so nothing is written outside DST.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfyard.errors import UserError
+
+
+@dataclass(frozen=True)
+class Item:
+    """One example to write: an image file or an HxWxC uint8 array, and its stored label."""
+
+    label: int
+    text: str
+    path: str | None = None
+    pixels: np.ndarray | None = None
+
+
+def printable(name: str) -> str:
+    """A file name as text: undecodable bytes replaced, control characters made spaces."""
+    text = os.fsencode(name).decode("utf-8", "replace")
+    return "".join(" " if ch.isspace() or not ch.isprintable() else ch for ch in text)
+
+
+def encode(item: Item) -> tuple[bytes, str, int, int, int]:
+    """(bytes, format, height, width, channels): JPEG files kept, others made JPEG or PNG."""
+    from PIL import Image
+
+    if item.pixels is not None:
+        image = Image.fromarray(item.pixels.squeeze())
+        out = io.BytesIO()
+        image.save(out, format="PNG")
+        return out.getvalue(), "PNG", image.height, image.width, len(image.getbands())
+    try:
+        with open(item.path, "rb") as stream:
+            data = stream.read()
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise UserError(f"{printable(item.path)}: not a readable image ({exc}); remove or "
+                        "replace the file") from None
+    if image.format == "JPEG" and image.mode == "RGB":
+        return data, "JPEG", image.height, image.width, 3
+    out = io.BytesIO()
+    image.convert("RGB").save(out, format="JPEG", quality=95)
+    return out.getvalue(), "JPEG", image.height, image.width, 3
+
+
+def example(item: Item) -> bytes:
+    """A serialized tf.train.Example with the ImageNet feature names."""
+    import tensorflow as tf
+
+    data, fmt, height, width, channels = encode(item)
+
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+
+    def text(v):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8")]))
+
+    empty = tf.train.Feature(float_list=tf.train.FloatList(value=[]))
+    features = {
+        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+        "image/format": text(fmt),
+        "image/class/label": ints(item.label),
+        "image/class/text": text(item.text),
+        "image/height": ints(height),
+        "image/width": ints(width),
+        "image/channels": ints(channels),
+        "image/filename": text(printable(os.path.basename(item.path)) if item.path else ""),
+        **{f"image/object/bbox/{k}": empty for k in ("xmin", "ymin", "xmax", "ymax")},
+    }
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def write_shard(path: str, items: list[Item]) -> int:
+    """Write `items` to `path` via `path.tmp` and an atomic rename."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(path + ".tmp") as writer:
+        for item in items:
+            writer.write(example(item))
+    os.replace(path + ".tmp", path)
+    return len(items)
+
+
+def write_text(path: str, text: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as stream:
+        stream.write(text)
+    os.replace(path + ".tmp", path)
+
+
+class Progress:
+    """A bar on a terminal, one plain line per step otherwise."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stderr
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        if self.stream.isatty():
+            filled = 30 * self.done // self.total
+            end = "\n" if self.done == self.total else ""
+            self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] "
+                              f"{self.done}/{self.total} {what}{end}")
+        else:
+            self.stream.write(f"{self.done}/{self.total} {what}\n")
+        self.stream.flush()
+
+
+def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str],
+                  shards: int, workers: int | None = None, seed: int = 0) -> dict[str, int]:
+    """Shuffle each split (fixed seed), deal it round-robin into shards, write in parallel."""
+    if shards < 1:
+        raise UserError(f"--shards must be at least 1, got {shards}")
+    os.makedirs(dst, exist_ok=True)
+    tasks = []
+    for split, items in splits.items():
+        count = shards if split == "train" else max(1, shards // 8)
+        order = np.random.RandomState(seed).permutation(len(items))
+        items = [items[i] for i in order]
+        for shard in range(count):
+            path = os.path.join(dst, f"{split}-{shard:05d}-of-{count:05d}")
+            tasks.append((path, items[shard::count]))
+    progress = Progress(len(tasks))
+    workers = min(workers or os.cpu_count() or 1, len(tasks))
+    if workers == 1:
+        for path, items in tasks:
+            write_shard(path, items)
+            progress.step(os.path.basename(path))
+    else:
+        import multiprocessing
+
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=os.environ.setdefault,
+                                 initargs=("TF_CPP_MIN_LOG_LEVEL", "2")) as pool:
+            futures = [pool.submit(write_shard, path, items) for path, items in tasks]
+            for (path, _), future in zip(tasks, futures, strict=True):
+                future.result()
+                progress.step(os.path.basename(path))
+    write_text(os.path.join(dst, "labels.txt"),
+               "".join(f"{i}:{name}\n" for i, name in enumerate(class_names, 1)))
+    return {split: len(items) for split, items in splits.items()}
+
+
+def convert_imagefolder(src: str, dst: str, shards: int = 8, validation_fraction: float = 0.0,
+                        workers: int | None = None, seed: int = 0) -> dict[str, int]:
+    """Class sub-folders of images -> shards; `validation_fraction` of each class held out."""
+    from tfyard.data.formats.folder import list_images
+
+    if not 0.0 <= validation_fraction < 1.0:
+        raise UserError(f"--validation_fraction must be in [0, 1), got {validation_fraction}")
+    names, files = list_images(src)
+    texts = [printable(n) for n in names]
+    splits: dict[str, list[Item]] = {"train": [], "validation": []}
+    rng = np.random.RandomState(seed)
+    for label, text in enumerate(texts):
+        paths = [p for p, lab in files if lab == label]
+        held = set(rng.permutation(len(paths))[: round(validation_fraction * len(paths))])
+        for i, path in enumerate(paths):
+            split = "validation" if i in held else "train"
+            splits[split].append(Item(label + 1, text, path=path))
+    if not splits["validation"]:
+        del splits["validation"]
+    return write_dataset(dst, splits, texts, shards, workers, seed)
+
+
+def convert_arrays(dst: str, arrays: dict[str, tuple[np.ndarray, np.ndarray]],
+                   class_names: list[str], shards: int, workers: int | None) -> dict[str, int]:
+    """In-memory (images, 0-based labels) per split -> lossless PNG shards."""
+    splits = {split: [Item(int(y) + 1, class_names[int(y)], pixels=x)
+                      for x, y in zip(images, labels, strict=True)]
+              for split, (images, labels) in arrays.items()}
+    return write_dataset(dst, splits, class_names, shards, workers)
+
+
+def convert_cifar10(src: str, dst: str, shards: int = 8,
+                    workers: int | None = None) -> dict[str, int]:
+    from tfyard.data.formats.cifar import class_names, load
+
+    arrays = {split: load("cifar10", src, split) for split in ("train", "validation")}
+    return convert_arrays(dst, arrays, class_names("cifar10", src), shards, workers)
+
+
+def convert_mnist(src: str, dst: str, shards: int = 8,
+                  workers: int | None = None) -> dict[str, int]:
+    from tfyard.data.formats.mnist import load
+
+    arrays = {split: load(src, split) for split in ("train", "validation")}
+    return convert_arrays(dst, arrays, [str(d) for d in range(10)], shards, workers)
+
+
+CONVERTERS = {"imagefolder": convert_imagefolder, "cifar10": convert_cifar10,
+              "mnist": convert_mnist}

@@ -1,0 +1,185 @@
+"""TFRecord shards of encoded images: the ImageNet layout and the slim layout.
+
+ImageNet: `train-%05d-of-%05d` / `validation-%05d-of-%05d`, labels 1..N (offset -1).
+Slim: `*train*.tfrecord` / `*validation*.tfrecord` plus `labels.txt`, labels 0..N-1.
+Both carry `image/encoded` (JPEG or PNG), `image/class/label` and optional bounding boxes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from tfyard.data.formats import Record, check_label, find_files, require_dir
+from tfyard.errors import UserError
+
+IMAGENET_COUNTS = {"train": 1_281_167, "validation": 50_000}
+_PATTERNS = {
+    ("imagenet", "train"): ["train-?????-of-?????"],
+    ("imagenet", "validation"): ["validation-?????-of-?????"],
+    ("tfrecord", "train"): ["*train*.tfrecord"],
+    ("tfrecord", "validation"): ["*validation*.tfrecord", "*test*.tfrecord"],
+}
+_BOX = ("ymin", "xmin", "ymax", "xmax")
+
+
+def shards(name: str, data_dir: str | None, split: str) -> list[str]:
+    data_dir = require_dir(name, data_dir)
+    return find_files(data_dir, _PATTERNS[name, split], f"{split} shards for {name}")
+
+
+def read_labels(data_dir: str) -> dict[int, str] | None:
+    """`labels.txt` as {id: name}, None when absent; malformed lines are a UserError."""
+    path = os.path.join(data_dir, "labels.txt")
+    if not os.path.exists(path):
+        return None
+    labels = {}
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            key, sep, text = line.rstrip("\n").partition(":")
+            if not sep or not key.strip().lstrip("-").isdigit():
+                raise UserError(f"{path}: line {number} is not 'id:name'; fix labels.txt")
+            labels[int(key)] = text
+    if not labels:
+        raise UserError(f"{path} lists no classes; write one 'id:name' line per class")
+    return labels
+
+
+def classes(name: str, data_dir: str, label_offset: int | None) -> tuple[int, int]:
+    """(number of classes, offset added to stored labels) for this layout."""
+    labels = read_labels(data_dir)
+    if name == "tfrecord" and labels is None:
+        raise UserError(f"no labels.txt in {data_dir}; slim-style data needs one 'id:name' "
+                        "line per class (or use --dataset imagenet)")
+    default_offset = -1 if name == "imagenet" else 0
+    return (len(labels) if labels else 1000,
+            default_offset if label_offset is None else label_offset)
+
+
+def count_records(path: str) -> int:
+    """Records in a TFRecord file from its framing alone; a truncated file is a UserError."""
+    size, count = os.path.getsize(path), 0
+    with open(path, "rb") as stream:
+        while (position := stream.tell()) < size:
+            header = stream.read(12)
+            if len(header) < 12:
+                break
+            stream.seek(struct.unpack("<Q", header[:8])[0] + 4, os.SEEK_CUR)
+            if stream.tell() > size:
+                break
+            count += 1
+        else:
+            return count
+    raise UserError(f"{path}: truncated at record {count} (byte {position} of {size}); "
+                    "re-copy or re-convert it, or pass --skip_corrupt")
+
+
+def info(name, data_dir, cache_dir=None, label_offset=None, **_):
+    from tfyard.data import DatasetInfo
+
+    num_classes, _ = classes(name, require_dir(name, data_dir), label_offset)
+    counts = {}
+    for split in ("train", "validation"):
+        files = shards(name, data_dir, split)
+        canonical = name == "imagenet" and files[0].endswith(("-of-01024", "-of-00128"))
+        counts[split] = (IMAGENET_COUNTS[split] if canonical
+                         else sum(count_records(f) for f in files))
+    return DatasetInfo(name, num_classes, (224, 224, 3), counts)
+
+
+def _parse(record):
+    import tensorflow as tf
+
+    features = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32) for k in _BOX},
+    }
+    parsed = tf.io.parse_single_example(record, features)
+    box = tf.stack([parsed[f"image/object/bbox/{k}"].values for k in _BOX], axis=-1)
+    return parsed["image/encoded"], parsed["image/class/label"], box[tf.newaxis]
+
+
+def checked_label(label, num_classes: int, offset: int):
+    """0-based int32 label; out of range fails the record (dropped by --skip_corrupt)."""
+    import tensorflow as tf
+
+    label = tf.cast(label, tf.int32) + offset
+    check = tf.debugging.assert_equal(
+        tf.logical_and(label >= 0, label < num_classes), True,
+        message=f"label outside 0..{num_classes - 1} (label_offset {offset})")
+    with tf.control_dependencies([check]):
+        return tf.identity(label)
+
+
+def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval_view):
+    """Shards -> batches; `*_view(encoded, boxes)` turns one record into a float image."""
+    import tensorflow as tf
+
+    from tfyard.data.pipeline import assemble
+
+    view = train_view if spec.training else eval_view
+
+    def decode(record):
+        encoded, label, boxes = _parse(record)
+        return view(encoded, boxes), checked_label(label, num_classes, offset)
+
+    def open_file(path):
+        return tf.data.TFRecordDataset(path, buffer_size=8 << 20)
+
+    return assemble(tf.data.Dataset.from_tensor_slices(files), decode, spec,
+                    open_file=open_file, num_files=len(files))
+
+
+def build(name, data_dir, spec):
+    from tfyard.data import preprocess as pp
+
+    files = shards(name, data_dir, spec.split)
+    num_classes, offset = classes(name, data_dir, spec.label_offset)
+    size = spec.image_size or 224
+
+    def train_view(encoded, boxes):
+        return pp.normalise(pp.inception_crop(encoded, size, boxes), pp.IMAGENET_STATS,
+                            spec.dtype)
+
+    def eval_view(encoded, _):
+        return pp.normalise(pp.central_crop(encoded, size), pp.IMAGENET_STATS, spec.dtype)
+
+    return read(files, num_classes, offset, spec, train_view, eval_view)
+
+
+def scan_files(files: list[str], num_classes: int, offset: int, decode: bool):
+    """Every record of `files`: label check, image size, and with `decode` a full decode."""
+    import tensorflow as tf
+
+    for path in files:
+        good = 0
+        try:
+            for record in tf.data.TFRecordDataset(path):
+                yield _scan_record(path, good, record, num_classes, offset, decode)
+                good += 1
+        except tf.errors.OpError as exc:
+            yield Record(path, good, problem=f"unreadable: {exc.message.splitlines()[0]}")
+
+
+def _scan_record(path, index, record, num_classes, offset, decode) -> Record:
+    import tensorflow as tf
+
+    try:
+        encoded, label, _ = _parse(record)
+        label = int(label) + offset
+        if decode or not tf.io.is_jpeg(encoded):
+            shape = tf.shape(tf.io.decode_image(encoded, expand_animations=False))
+        else:
+            shape = tf.io.extract_jpeg_shape(encoded)
+    except tf.errors.OpError as exc:
+        return Record(path, index, problem=f"cannot decode: {exc.message.splitlines()[0]}")
+    size = (int(shape[0]), int(shape[1]))
+    return Record(path, index, label, size, check_label(label, num_classes))
+
+
+def scan(name, data_dir, split, decode=False, label_offset=None, **_):
+    num_classes, offset = classes(name, require_dir(name, data_dir), label_offset)
+    return scan_files(shards(name, data_dir, split), num_classes, offset, decode)

@@ -1,0 +1,110 @@
+"""One tf.data recipe for every reader: shard, interleave, shuffle, parallel decode, batch.
+
+Readers supply a source (file names or in-memory records) and a per-record `decode`;
+this module owns the performance choices so they are made once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+
+SPLITS = {"train": "train", "validation": "validation", "test": "validation"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The caller's request, as `build_dataset` received it (split already normalised)."""
+
+    split: str
+    batch_size: int
+    image_size: int | None = None
+    dtype: str = "float32"
+    input_context: object = None
+    repeat: bool | None = None
+    shuffle: bool | None = None
+    seed: int | None = None
+    label_offset: int | None = None
+    data_threads: int | None = None
+    skip_corrupt: bool = False
+    cache_dir: str | None = None
+    num_examples: int | None = None
+
+    @property
+    def training(self) -> bool:
+        return self.split == "train"
+
+    @property
+    def shuffled(self) -> bool:
+        return self.training if self.shuffle is None else self.shuffle
+
+    @property
+    def repeated(self) -> bool:
+        return self.training if self.repeat is None else self.repeat
+
+    @property
+    def pipelines(self) -> tuple[int, int]:
+        """(number of input pipelines, this pipeline's index)."""
+        ctx = self.input_context
+        return (ctx.num_input_pipelines, ctx.input_pipeline_id) if ctx else (1, 0)
+
+
+def split_name(split: str) -> str:
+    try:
+        return SPLITS[split]
+    except KeyError:
+        raise UserError(f"unknown split {split!r}; use one of train, validation, test") from None
+
+
+def assemble(source, decode, spec: Spec, *, open_file=None, num_files: int = 0,
+             cache: bool = False, shuffle_buffer: int = 10_000):
+    """Turn `source` into batches of (image, label).
+
+    With `open_file`, `source` holds file names read by parallel interleave and sharded by
+    file when every pipeline gets at least one; otherwise it holds records, sharded by record.
+    """
+    import tensorflow as tf
+
+    autotune = tf.data.AUTOTUNE
+    count, index = spec.pipelines
+    by_file = open_file is not None and num_files >= count
+    # Order only matters where the caller asked for it: no shuffling, or a fixed seed.
+    ordered = not spec.shuffled or spec.seed is not None
+    if count > 1 and by_file:
+        source = source.shard(count, index)
+    records = source
+    if open_file is not None:
+        if spec.shuffled:
+            source = source.shuffle(max(num_files, 1), seed=spec.seed)
+        records = source.interleave(open_file, cycle_length=min(max(num_files, 1), 16),
+                                    num_parallel_calls=autotune, deterministic=ordered)
+    if count > 1 and not by_file:
+        records = records.shard(count, index)
+    if cache:
+        records = records.cache()
+    if spec.shuffled:
+        records = records.shuffle(shuffle_buffer, seed=spec.seed)
+    if spec.repeated:
+        records = records.repeat()
+    dataset = records.map(decode, num_parallel_calls=spec.data_threads or autotune,
+                          deterministic=ordered)
+    if spec.skip_corrupt:
+        dataset = dataset.ignore_errors(log_warning=True)
+    dataset = dataset.batch(spec.batch_size, drop_remainder=spec.training)
+    return finish(dataset.prefetch(autotune), spec, ordered)
+
+
+def finish(dataset, spec: Spec, ordered: bool = True):
+    """Options every pipeline shares: determinism, thread pool, no second auto-sharding."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.deterministic = ordered
+    options.experimental_optimization.map_parallelization = True
+    if spec.data_threads:
+        options.threading.private_threadpool_size = spec.data_threads
+    if spec.input_context is not None:
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.OFF)
+    return dataset.with_options(options)
