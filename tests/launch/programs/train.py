@@ -91,7 +91,7 @@ def train_step(x, y):
     with tf.GradientTape() as tape:
         loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)), global_batch_size=8)
     optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                  model.trainable_variables))
+                                  model.trainable_variables, strict=True))
     step.assign_add(1)
     return loss
 

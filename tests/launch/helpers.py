@@ -1,0 +1,36 @@
+"""Shared by the launcher tests: start `tfyard launch ...`, find what members recorded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def launch(*args, **popen) -> subprocess.Popen:
+    """Start `python -m tfyard launch ARGS` with output captured as text."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "tfyard", "launch", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, **popen)
+
+
+def program(name: str, *args) -> list[str]:
+    return [sys.executable, str(PROGRAMS / name), *map(str, args)]
+
+
+def recorded_pids(pid_dir: Path) -> dict[str, list[int]]:
+    """member -> the pids it wrote (its own, then any grandchild's)."""
+    return {p.stem: [int(x) for x in p.read_text().split()] for p in pid_dir.glob("*.pids")}
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie nobody reaped yet counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")

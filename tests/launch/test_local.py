@@ -1,0 +1,149 @@
+"""`tfyard launch local`: the roster and TF_CONFIGs, failure, signals, real TF clusters."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from tfyard.errors import UserError
+from tfyard.launch.local import Member, roster, tf_configs
+
+from .helpers import alive, launch, program, recorded_pids
+
+
+def test_roster_orders_members_like_tensorflowonspark():
+    members = roster(workers=2, chief=True, ps=1, evaluator=True)
+    assert [m.name for m in members] == ["ps:0", "chief:0", "worker:0", "worker:1",
+                                        "evaluator:0"]
+
+
+def test_tf_configs_give_every_member_the_same_cluster_and_its_own_task():
+    members = roster(workers=2, chief=True, ps=1)
+    addresses = [f"127.0.0.1:{2000 + i}" for i in range(len(members))]
+    configs = tf_configs(members, addresses)
+    cluster = configs[0].to_tf_config()["cluster"]
+    assert cluster == {"chief": ["127.0.0.1:2001"], "ps": ["127.0.0.1:2000"],
+                       "worker": ["127.0.0.1:2002", "127.0.0.1:2003"]}
+    assert [c.to_tf_config()["cluster"] for c in configs] == [cluster] * 4
+    assert [(c.task_type, c.task_index, c.address) for c in configs] == [
+        (m.job, m.index, a) for m, a in zip(members, addresses, strict=True)]
+    assert Member("worker", 1).name == "worker:1"
+
+
+@pytest.mark.parametrize("kwargs, fix", [
+    ({"workers": 2, "ps": 1}, "--chief"),
+    ({"workers": 0}, "--workers 1"),
+    ({"workers": -1}, "0 or more"),
+])
+def test_impossible_clusters_are_refused_with_the_fix(kwargs, fix):
+    with pytest.raises(UserError, match=fix):
+        roster(**kwargs)
+
+
+def test_cli_without_command_is_a_one_line_error():
+    proc = launch("local", "--workers", 1)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert out.strip() == "tfyard: error: no command to run; put it after `--`, " \
+        "e.g. -- python train.py"
+
+
+def _all_gone(pids: dict[str, list[int]], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for ps in pids.values() for p in ps):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_failing_member_stops_the_others_and_is_named(tmp_path):
+    started = time.monotonic()
+    proc = launch("local", "--workers", 2, "--chief", "--evaluator", "--grace", 2, "--",
+                  *program("member.py", "--pid_dir", tmp_path, "--fail", "worker:1:3"))
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out
+    assert "worker:1 failed with exit code 3" in out
+    assert "[worker:1] worker:1 fails on purpose" in out
+    assert "[chief:0] hello from chief:0" in out
+    pids = recorded_pids(tmp_path)
+    assert sorted(pids) == ["chief:0", "evaluator:0", "worker:0", "worker:1"]
+    assert all(len(p) == 2 for p in pids.values())  # member and its grandchild
+    assert _all_gone(pids), pids
+    assert time.monotonic() - started < 100  # members sleep 120 s unless stopped
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_launcher_stops_every_member(tmp_path, sig):
+    proc = launch("local", "--workers", 2, "--grace", 2, "--",
+                  *program("member.py", "--pid_dir", tmp_path))
+    deadline = time.monotonic() + 60
+    while len(recorded_pids(tmp_path)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, out
+    assert f"{sig.name} received; stopped all members" in out
+    pids = recorded_pids(tmp_path)
+    assert len(pids) == 2 and _all_gone(pids), pids
+
+
+def _summary(out_dir):
+    return json.loads((out_dir / "summary.json").read_text())
+
+
+@pytest.mark.cluster
+def test_two_workers_train_with_multi_worker_mirrored(tmp_path):
+    proc = launch("local", "--workers", 2, "--",
+                  *program("train.py", "--output_dir", tmp_path, "--train_steps", 10))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    assert _summary(tmp_path) == {"final_step": 10, "resumed_from_step": 0, "num_replicas": 2}
+    for member in ("worker:0", "worker:1"):
+        assert f"[{member}] {member}: train with multi_worker_mirrored" in out
+        assert f"[{member}] {member}: done at step 10" in out
+
+
+@pytest.mark.cluster
+def test_chief_workers_ps_and_evaluator(tmp_path):
+    proc = launch("local", "--workers", 2, "--chief", "--ps", 1, "--evaluator", "--",
+                  *program("train.py", "--output_dir", tmp_path, "--train_steps", 10,
+                           "--pid_dir", tmp_path))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    summary = _summary(tmp_path)
+    assert summary["final_step"] >= 10 and summary["resumed_from_step"] == 0
+    evaluated = json.loads((tmp_path / "eval.json").read_text())
+    assert evaluated["checkpoint"].startswith(str(tmp_path / "checkpoints"))
+    assert evaluated["loss"] > 0
+    for member in ("ps:0", "worker:0", "worker:1"):
+        assert f"[{member}] {member}: serve with parameter_server" in out
+    assert _all_gone(recorded_pids(tmp_path))
+
+
+@pytest.mark.cluster
+def test_max_restarts_resumes_after_a_worker_is_killed(tmp_path):
+    out_dir, pid_dir = tmp_path / "out", tmp_path / "pids"
+    pid_dir.mkdir()
+    proc = launch("local", "--workers", 2, "--max_restarts", 1, "--grace", 2, "--",
+                  *program("train.py", "--output_dir", out_dir, "--train_steps", 40,
+                           "--step_delay", 0.1, "--pid_dir", pid_dir))
+    deadline = time.monotonic() + 240
+    while not (out_dir / "checkpoints" / "checkpoint").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    first = recorded_pids(pid_dir)
+    os.kill(first["worker:1"][0], signal.SIGKILL)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    assert "worker:1 failed with signal SIGKILL" in out
+    assert "restarting the job (1/1)" in out
+    summary = _summary(out_dir)
+    assert summary["final_step"] == 40
+    assert 5 <= summary["resumed_from_step"] < 40
+    assert _all_gone(first)
+    assert recorded_pids(pid_dir)["worker:1"] != first["worker:1"]
