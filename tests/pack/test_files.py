@@ -82,6 +82,9 @@ def test_out_dir_gets_a_copy_of_the_code_and_requirements(code_dir, tmp_path):
     image = "registry.example.com:5000/team/team/trainer:0.3"
     assert local[3:8] == ["-v", f"{data}:/data/data", "-v", f"{tmp_path / 'o'}:/data/output",
                           image]
+    assert _pack(code_dir, "--out", str(out)) == 0  # a plainer repack leaves nothing stale
+    assert not (out / "tfyard-requirements.txt").exists()
+    assert "requirements" not in (out / "Dockerfile").read_text()
 
 
 def test_wheel_is_reproducible_and_installs_offline(tmp_path):

@@ -17,7 +17,8 @@ def register(commands) -> None:
     )
 
     def flag(name, **kwargs):
-        pack.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, **kwargs)
+        spellings = dict.fromkeys([f"--{name}", f"--{name.replace('_', '-')}"])
+        pack.add_argument(*spellings, dest=name, **kwargs)
 
     flag("code_path", required=True, metavar="DIR", help="directory with the training code")
     flag("main", required=True, metavar="FILE", help="training script, relative to DIR")
@@ -26,7 +27,8 @@ def register(commands) -> None:
          help="default: tensorflow/tensorflow:<installed TF version>[-gpu]")
     flag("gpu", action="store_true", help="GPU base image, `--gpus all` in the local test")
     flag("requirements", metavar="FILE", help="pip requirements installed into the image")
-    flag("train_params", default="", metavar="'ARGS'", help="arguments for the script")
+    flag("train_params", default="", metavar="'ARGS'",
+         help="arguments for the script (write --train_params='-x ...' if they start with -)")
     flag("registry", metavar="HOST/NS", help="registry prefix for the image name")
     flag("registry_user", metavar="USER", help="with --push: `docker login` as USER first")
     flag("out", metavar="DIR", help="where to write the files (default: DIR's parent)")

@@ -19,6 +19,8 @@ CODE_COPY = "tfyard-code"
 def write_context(spec: PackSpec) -> list[Path]:
     """Write Dockerfile, .dockerignore, the tfyard wheel, tfyard-cmd.txt (and the manifest)."""
     spec.out.mkdir(parents=True, exist_ok=True)
+    for stale in (REQUIREMENTS_FILE, MANIFEST_FILE):  # left by an earlier pack with more flags
+        (spec.out / stale).unlink(missing_ok=True)
     code_rel = _place_code(spec)
     wheel = build_wheel(spec.out)
     written = [wheel]

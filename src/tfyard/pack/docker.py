@@ -28,10 +28,14 @@ def require_engine(spec: PackSpec) -> None:
     if shutil.which("docker") is None:
         raise UserError(f"the `docker` command is not installed; {where}: build them on a "
                         "machine with Docker (see tfyard-cmd.txt)")
-    probe = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
-                           capture_output=True, text=True, env=_child_env(), timeout=60)
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["no answer"])[-1]
+    try:
+        probe = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                               capture_output=True, text=True, env=_child_env(), timeout=60)
+        failed, stderr = probe.returncode != 0, probe.stderr
+    except subprocess.TimeoutExpired:
+        failed, stderr = True, "`docker info` did not answer in 60 s"
+    if failed:
+        reason = (stderr.strip().splitlines() or ["no answer"])[-1]
         raise UserError(f"no Docker engine is running ({reason}); {where}: start Docker and "
                         "rerun, or build elsewhere with the command in tfyard-cmd.txt")
 
@@ -40,23 +44,22 @@ def build(spec: PackSpec) -> None:
     _run(build_command(spec))
 
 
-def push(spec: PackSpec, stdin=None) -> None:
+def push(spec: PackSpec) -> None:
     """Log in first when --registry_user is given, then push."""
     login = login_command(spec)
     if login:
-        _run(login, read_password(stdin))
+        _run(login, read_password())
     _run(push_command(spec))
 
 
-def read_password(stdin=None) -> str:
+def read_password() -> str:
     """The registry password from TFYARD_REGISTRY_PASSWORD, else stdin (prompting on a tty)."""
     password = os.environ.get(PASSWORD_ENV)
     if password is None:
-        stream = stdin or sys.stdin
-        if stream.isatty():
+        if sys.stdin.isatty():
             password = getpass.getpass("registry password: ")
         else:
-            password = stream.readline().rstrip("\r\n")
+            password = sys.stdin.readline().rstrip("\r\n")
     if not password:
         raise UserError(f"no registry password: set {PASSWORD_ENV} or pipe it on stdin")
     return password

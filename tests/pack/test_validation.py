@@ -1,0 +1,43 @@
+"""Every validation error: exit 2, one line naming the flag, and nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfyard.cli import main
+
+CASES = {
+    "main_missing": (["--main", "nope.py"], "--main 'nope.py' does not exist"),
+    "main_outside": (["--main", "../outside.py"], "is outside --code_path"),
+    "code_path_missing": (["--code_path", "{tmp}/missing"], "--code_path"),
+    "image_uppercase": (["--image", "Team/Trainer"], "not a valid image reference"),
+    "image_empty_tag": (["--image", "trainer:"], "--image 'trainer:'"),
+    "image_space": (["--image", "my trainer"], "--image"),
+    "image_leading_dash": (["--image", "-trainer"], "--image"),
+    "registry": (["--registry", "bad host/ns"], "--registry 'bad host/ns'"),
+    "base_image": (["--base_image", "Tensorflow:2"], "--base_image"),
+    "train_params": (["--train_params", "--lr '0.1"], "not valid shell words"),
+    "k8s_zero_workers": (["--k8s", "0"], "--k8s '0'"),
+    "k8s_words": (["--k8s", "two"], "WORKERS[,PS]"),
+    "k8s_three_parts": (["--k8s", "1,2,3"], "--k8s"),
+    "k8s_negative": (["--k8s", "2,-1"], "--k8s"),
+    "requirements": (["--requirements", "{tmp}/reqs.txt"], "--requirements"),
+    "test_data_path": (["--test_data_path", "{tmp}/nodata"], "--test_data_path"),
+    "out_inside_code": (["--out", "{code}/build"], "--out"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_validation_error_is_one_line_and_writes_nothing(case, code_dir, tmp_path, capsys):
+    (code_dir.parent / "outside.py").write_text("")
+    override, expected = CASES[case]
+    override = [a.format(tmp=tmp_path, code=code_dir) for a in override]
+    args = {"--code_path": str(code_dir), "--main": "train.py", "--image": "trainer"}
+    args.update(zip(override[::2], override[1::2], strict=True))
+    argv = ["pack", *(f"{flag}={value}" for flag, value in args.items())]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tfyard: error: ") and err.count("\n") == 1, err
+    assert expected in err
+    assert sorted(p.name for p in code_dir.parent.iterdir()) == ["code", "outside.py"]
+    assert not (code_dir / "build").exists()
