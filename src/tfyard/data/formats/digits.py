@@ -7,6 +7,7 @@ mild augmentation (small pad-crop, no mirror: a flipped digit is another symbol)
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -73,7 +74,7 @@ def build(name, data_dir, spec):
 
     root = materialise(spec.cache_dir)
 
-    def view(encoded, _, augment):
+    def view(augment, encoded, _):
         image = tf.ensure_shape(tf.io.decode_png(encoded, channels=3), [SIZE, SIZE, 3])
         if augment:
             image = pp.pad_crop(image, 2, flip=False)
@@ -81,7 +82,7 @@ def build(name, data_dir, spec):
         return pp.normalise(image, STATS, spec.dtype)
 
     return tfrecord.read(tfrecord.shards("tfrecord", root, spec.split), 10, 0, spec,
-                         lambda e, b: view(e, b, True), lambda e, b: view(e, b, False))
+                         functools.partial(view, True), functools.partial(view, False))
 
 
 def scan(name, data_dir, split, decode=False, cache_dir=None, **_):
