@@ -1,0 +1,69 @@
+"""`tfyard data`: convert datasets to TFRecords, inspect them, prepare the digits demo."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(commands) -> None:
+    data = commands.add_parser("data", help="convert, inspect and prepare datasets")
+    sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND",
+                              parser_class=type(data))
+    convert = sub.add_parser("convert", help="write ImageNet-style TFRecord shards + labels.txt")
+    convert.add_argument("source_format", choices=("imagefolder", "cifar10", "mnist"))
+    convert.add_argument("src", help="the input directory")
+    convert.add_argument("dst", help="the output directory (read it back with --dataset "
+                         "imagenet)")
+    convert.add_argument("--shards", type=int, default=8, help="training shards (default 8; "
+                         "validation gets shards/8, at least 1)")
+    convert.add_argument("--validation_fraction", "--validation-fraction", type=float,
+                         default=0.0, help="imagefolder: share of each class held out")
+    convert.add_argument("--workers", type=int, default=None,
+                         help="writer processes (default: CPU count)")
+    convert.set_defaults(func=run_convert)
+    inspect = sub.add_parser("inspect", help="format, counts, classes and image sizes of PATH")
+    inspect.add_argument("path")
+    inspect.add_argument("--verify", action="store_true",
+                         help="decode every record and report the bad ones")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    inspect.set_defaults(func=run_inspect)
+    prepare = sub.add_parser("prepare", help="write the bundled digits dataset to the cache")
+    prepare.add_argument("dataset", choices=("digits",))
+    prepare.add_argument("--cache_dir", "--cache-dir", default=None,
+                         help="where to write it (default ~/.cache/tfyard)")
+    prepare.set_defaults(func=run_prepare)
+    data.set_defaults(func=lambda args: data.print_help() or 2)
+
+
+def run_convert(args) -> int:
+    from tfyard.data.convert import CONVERTERS
+
+    options = ({"validation_fraction": args.validation_fraction}
+               if args.source_format == "imagefolder" else {})
+    counts = CONVERTERS[args.source_format](args.src, args.dst, shards=args.shards,
+                                            workers=args.workers, **options)
+    print(", ".join(f"{split}: {n} records" for split, n in counts.items()) + f" -> {args.dst}")
+    return 0
+
+
+def run_inspect(args) -> int:
+    from tfyard.data.inspect import inspect
+
+    report = inspect(args.path, verify=args.verify)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"format:  {report['format']}")
+        for split, facts in report["splits"].items():
+            print(f"{split}: {facts['records']} records, {facts['classes']} classes, sizes "
+                  f"{facts['min_size']}..{facts['max_size']}, {facts['problems']} problems")
+        for problem in report["problems"]:
+            print(f"  {problem}")
+    return 1 if report["problems"] else 0
+
+
+def run_prepare(args) -> int:
+    from tfyard.data.formats.digits import materialise
+
+    print(materialise(args.cache_dir))
+    return 0
