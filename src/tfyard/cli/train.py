@@ -1,0 +1,87 @@
+"""`tfyard train`, `tfyard evaluate`, `tfyard demo` and `tfyard plot`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tfyard.train.options import add_train_arguments, options_from_args
+
+DEMO_EPOCHS = 12
+
+
+def register(commands) -> None:
+    train = commands.add_parser(
+        "train", help="train an image classifier on this machine or as a cluster member",
+        description="Train a model from `tfyard models` on a dataset from the data registry. "
+        "The strategy follows TF_CONFIG and the GPUs (see `tfyard cluster show`); a rerun "
+        "with the same --output_dir resumes from the latest checkpoint.")
+    add_train_arguments(train)
+    train.set_defaults(func=_train)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="evaluate the latest checkpoint (or the export) of a run")
+    evaluate.add_argument("--output_dir", "--output-dir", required=True,
+                          help="a directory written by `tfyard train`")
+    evaluate.add_argument("--split", default="validation", choices=("train", "validation"))
+    evaluate.add_argument("--export", action="store_true",
+                          help="evaluate export/model.keras instead of the latest checkpoint")
+    evaluate.add_argument("--data_dir", "--data-dir", default=None,
+                          help="read the data from here instead of the run's --data_dir")
+    evaluate.set_defaults(func=_evaluate)
+
+    demo = commands.add_parser(
+        "demo", help="train a small ResNet on the bundled handwritten digits, end to end")
+    demo.add_argument("--output_dir", "--output-dir", default="output/demo",
+                      help="where the demo writes (default: output/demo)")
+    demo.add_argument("--epochs", type=float, default=DEMO_EPOCHS,
+                      help=f"epochs to train (default: {DEMO_EPOCHS})")
+    demo.set_defaults(func=_demo)
+
+    plot = commands.add_parser("plot", help="draw loss, accuracy and images/sec curves")
+    plot.add_argument("--output_dir", "--output-dir", required=True,
+                      help="a directory written by `tfyard train`")
+    plot.set_defaults(func=_plot)
+
+
+def _train(args) -> int:
+    from tfyard.train.job import train
+
+    train(options_from_args(args))
+    return 0
+
+
+def _evaluate(args) -> int:
+    from tfyard.train.evaluate import evaluate_output
+
+    result = evaluate_output(args.output_dir, args.split, args.export, args.data_dir)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _demo(args) -> int:
+    from tfyard.train.job import train
+
+    parser = add_train_arguments(argparse.ArgumentParser())
+    options = options_from_args(parser.parse_args([
+        "--model", "cifar_resnet20", "--dataset", "digits", "--output_dir", args.output_dir,
+        "--batch_size", "64", "--learning_rate", "0.1", "--epochs", str(args.epochs),
+        "--lr_schedule", "cosine", "--warmup_epochs", "1", "--weight_decay", "5e-4",
+        "--eval_every_epochs", "4", "--seed", "1", "--num_gpus", "0",
+    ]))
+    summary = train(options)
+    top1 = summary["eval"]["top1"]
+    print(f"\ndemo: validation accuracy {top1:.2%} after {summary['epochs']:.0f} epochs, "
+          f"{summary['mean_images_per_sec']:.0f} images/sec on this machine")
+    print(f"demo: checkpoints, logs, metrics.jsonl, summary.json and export/ are in "
+          f"{args.output_dir}")
+    print(f"demo: try `tfyard evaluate --output_dir {args.output_dir} --export` or "
+          f"`tfyard plot --output_dir {args.output_dir}`")
+    return 0
+
+
+def _plot(args) -> int:
+    from tfyard.train.plot import plot_run
+
+    print(f"wrote {plot_run(args.output_dir)}")
+    return 0

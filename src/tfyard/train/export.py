@@ -1,0 +1,63 @@
+"""Export the trained model: SavedModel for serving, `model.keras`, and `model.h5`.
+
+The export is built from a fresh, strategy-free copy of the model so it never carries
+mirrored or parameter-server variables, and is written to a temporary directory that
+replaces `export/` only when complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import keras
+import tensorflow as tf
+
+from tfyard.models import create_model
+
+
+def export_model(model, name: str, num_classes: int, input_shape, dtype_policy: str | None,
+                 export_dir: str) -> dict[str, str]:
+    """Write the three formats; returns {format: path} for those that were written."""
+    plain = create_model(name, num_classes, input_shape, dtype_policy=dtype_policy)
+    plain.set_weights([tf.convert_to_tensor(w) for w in model.get_weights()])
+    tmp = export_dir.rstrip("/") + ".tmp"
+    if tf.io.gfile.exists(tmp):
+        tf.io.gfile.rmtree(tmp)
+    tf.io.gfile.makedirs(tmp)
+    written = {}
+    archive = keras.export.ExportArchive()
+    archive.track(plain)
+
+    def serve(images):
+        logits = tf.cast(plain(images, training=False), tf.float32)
+        return {"probabilities": tf.nn.softmax(logits), "classes": tf.argmax(logits, -1)}
+
+    archive.add_endpoint(
+        "serve", serve,
+        input_signature=[tf.TensorSpec([None, *input_shape], tf.float32, name="images")],
+    )
+    archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
+    written["saved_model"] = "saved_model"
+    plain.save(os.path.join(tmp, "model.keras"))
+    written["keras"] = "model.keras"
+    try:
+        plain.save(os.path.join(tmp, "model.h5"))
+        written["h5"] = "model.h5"
+    except (ValueError, NotImplementedError, TypeError) as exc:
+        print(f"tfyard: model.h5 not written: {str(exc).splitlines()[0][:120]}", flush=True)
+    if tf.io.gfile.exists(export_dir):
+        old = export_dir.rstrip("/") + ".old"
+        tf.io.gfile.rename(export_dir, old, overwrite=True)
+        tf.io.gfile.rename(tmp, export_dir)
+        _remove(old)
+    else:
+        tf.io.gfile.rename(tmp, export_dir)
+    return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
+
+
+def _remove(path: str) -> None:
+    if "://" in path:
+        tf.io.gfile.rmtree(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)

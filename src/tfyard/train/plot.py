@@ -1,0 +1,52 @@
+"""`tfyard plot`: loss, accuracy and images/sec over steps, from metrics.jsonl, as curves.png."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tfyard.errors import UserError
+
+
+def read_metrics(output_dir: str) -> list[dict]:
+    path = os.path.join(output_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        raise UserError(f"{path} not found; point --output_dir at a directory written by "
+                        "`tfyard train`")
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def plot_run(output_dir: str) -> str:
+    """Write `<output_dir>/curves.png` and return its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    records = read_metrics(output_dir)
+    train = [r for r in records if r["kind"] == "train"]
+    evals = [r for r in records if r["kind"] == "eval"]
+    if not train:
+        raise UserError(f"{output_dir}/metrics.jsonl has no training reports yet")
+    steps = [r["step"] for r in train]
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4))
+    axes[0].plot(steps, [r["loss"] for r in train], label="train")
+    axes[1].plot(steps, [r["top1"] for r in train], label="train top-1")
+    if evals:
+        eval_steps = [r["step"] for r in evals]
+        axes[0].plot(eval_steps, [r["loss"] for r in evals], "o-", label="validation")
+        axes[1].plot(eval_steps, [r["top1"] for r in evals], "o-", label="validation top-1")
+        axes[1].plot(eval_steps, [r["top5"] for r in evals], "o--", label="validation top-5")
+    axes[2].plot(steps, [r["images_per_sec"] for r in train])
+    for ax, title in zip(axes, ("loss", "accuracy", "images/sec"), strict=True):
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    axes[1].legend()
+    figure.tight_layout()
+    path = os.path.join(output_dir, "curves.png")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
