@@ -63,8 +63,12 @@ def launch_local(args) -> int:
 
 
 def launch_spark(args) -> int:
-    from tfyard.launch.spark import run_command, spark_context
+    from tfyard.launch.spark import MemberFailed, run_command, spark_context
 
     with spark_context(args.master, args.conf) as sc:
-        run_command(sc, _command(args), args.num_executors, args.num_ps, args.evaluator)
+        try:
+            run_command(sc, _command(args), args.num_executors, args.num_ps, args.evaluator)
+        except MemberFailed as exc:
+            print(f"tfyard: launch failed: {exc}", file=sys.stderr)
+            return 1
     return 0

@@ -7,7 +7,6 @@ ends whole groups (grandchildren included) and leaves no orphans.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -22,7 +21,13 @@ from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
 from tfyard.errors import UserError
 from tfyard.launch.ports import LOOPBACK, reserved_ports
 
-_PR_SET_PDEATHSIG = 1
+_GUARD = """import os, signal, sys
+sys.stdin.read()
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGKILL)
+except OSError:
+    pass
+"""
 
 
 @dataclass(frozen=True)
@@ -73,27 +78,27 @@ def member_env(config: ClusterConfig, base: dict[str, str] | None = None,
     return env
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it if the process that started it dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def spawn(command: Sequence[str], env: dict[str, str]) -> subprocess.Popen:
-    """Start `command` in a new session (its own process group), output merged on a pipe."""
+    """Start `command` in a new session (its own process group), output merged on a pipe.
+
+    A guard process kills that whole group once our end of its stdin closes, so members
+    never outlive whoever started them, even one killed by SIGKILL (a Spark task).
+    """
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             list(command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     except OSError as exc:
         raise UserError(f"cannot start {command[0]!r} ({exc.strerror}); check the command") \
             from None
+    proc.guard = subprocess.Popen([sys.executable, "-c", _GUARD, str(proc.pid)],
+                                  stdin=subprocess.PIPE, start_new_session=True)
+    return proc
 
 
 def stop_group(proc: subprocess.Popen, grace: float) -> None:
-    """SIGTERM the process group, SIGKILL whatever is left after `grace` s; reap the leader."""
+    """SIGTERM the process group, SIGKILL whatever is left after `grace` s; reap all."""
     _signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(grace)
@@ -101,6 +106,8 @@ def stop_group(proc: subprocess.Popen, grace: float) -> None:
         pass
     _signal_group(proc, signal.SIGKILL)  # also grandchildren that outlived the leader
     proc.wait()
+    proc.guard.stdin.close()
+    proc.guard.wait()
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -226,7 +233,7 @@ def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int
     if max_restarts < 0:
         raise UserError("--max_restarts must be 0 or more")
     members = roster(workers, chief, ps, evaluator)
-    write = write or _locked_writer(sys.stdout)
+    write = write or locked_writer(sys.stdout)
     env = dict(os.environ)
     previous = _install_stop_handlers()
     try:
@@ -254,7 +261,7 @@ def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int
         _restore_handlers(previous)
 
 
-def _locked_writer(stream) -> Callable[[str], None]:
+def locked_writer(stream) -> Callable[[str], None]:
     lock = threading.Lock()
 
     def write(text: str) -> None:

@@ -1,0 +1,291 @@
+"""Run a cluster as one Spark barrier stage: each task is one member.
+
+Every task reserves a free port on its host, the tasks swap `host:port` with
+`BarrierTaskContext.allGather` (the barrier stage is the rendezvous, no extra server to
+trust), and each runs its member as a child process with its own TF_CONFIG. Output lines
+stream back live to the driver over a socket that only accepts tasks knowing a random
+token; a failing member fails the stage with that member's last lines.
+"""
+
+from __future__ import annotations
+
+import collections
+import hmac
+import os
+import pickle
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from tfyard.distribute.strategy import reachable
+from tfyard.errors import UserError
+from tfyard.launch.local import (
+    Member,
+    describe_exit,
+    locked_writer,
+    member_env,
+    pump,
+    roster,
+    spawn,
+    stop_group,
+    tf_configs,
+)
+from tfyard.launch.ports import reserved_ports
+
+# Driver environment that members also get, wherever their executor runs.
+PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL")
+TAIL_LINES = 50
+GRACE_S = 10.0
+_FAILED = re.compile(r"tfyard: (\w+:\d+) failed with ([^\n]*)")
+
+
+class MemberFailed(Exception):
+    """A member exited non-zero, so the stage failed; the message is that member's error."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What `main_fun(argv, ctx)` learns about its place in the cluster (as in TFoS)."""
+
+    executor_id: int
+    job_name: str
+    task_index: int
+    cluster_spec: dict
+    num_workers: int
+    working_dir: str
+
+    def absolute_path(self, path: str) -> str:
+        """`path` made absolute against the driver's working directory; URLs stay as they are."""
+        if "://" in path or os.path.isabs(path):
+            return path
+        return os.path.join(self.working_dir, path)
+
+
+def spark_roster(num_executors: int, num_ps: int = 0, evaluator: bool = False) -> list[Member]:
+    """ps first, then one chief, then workers, then the evaluator: one member per task."""
+    workers = num_executors - num_ps - 1 - int(evaluator)
+    if workers < 0:
+        raise UserError(
+            f"{num_executors} executor(s) cannot hold {num_ps} ps + 1 chief"
+            f"{' + 1 evaluator' if evaluator else ''}; raise --num_executors"
+        )
+    return roster(workers, chief=True, ps=num_ps, evaluator=evaluator)
+
+
+@contextmanager
+def spark_context(master: str, conf: Sequence[str] = (), app_name: str = "tfyard"):
+    """A SparkContext fit for barrier stages (no dynamic allocation), stopped on exit."""
+    try:
+        from pyspark import SparkConf, SparkContext
+    except ImportError:
+        raise UserError("Spark support needs pyspark: pip install 'tfyard[spark]'") from None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark_conf = SparkConf().setMaster(master).setAppName(app_name)
+    spark_conf.set("spark.dynamicAllocation.enabled", "false")
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--conf {item!r} is not KEY=VALUE; e.g. --conf spark.task.cpus=1")
+        spark_conf.set(key, value)
+    sc = SparkContext(conf=spark_conf)
+    try:
+        yield sc
+    finally:
+        sc.stop()
+
+
+def run_command(sc, command: Sequence[str], num_executors: int, num_ps: int = 0,
+                evaluator: bool = False, write: Callable[[str], None] | None = None) -> None:
+    """Run `command` as every member of the cluster, one barrier task each."""
+    if not command:
+        raise UserError("no command to run; put it after `--`, e.g. -- python train.py")
+    members = spark_roster(num_executors, num_ps, evaluator)
+    _run_stage(sc, members, lambda _ctx, _dir: list(command), write)
+
+
+def run_function(sc, main_fun: Callable, args: Sequence[str], num_executors: int,
+                 num_ps: int = 0, tensorboard: bool = False, log_dir: str | None = None,
+                 write: Callable[[str], None] | None = None) -> None:
+    """Run `main_fun(args, ctx)` in a fresh Python process for every member."""
+    if tensorboard and not log_dir:
+        raise UserError("tensorboard=True needs log_dir= (the directory TensorBoard shows)")
+    from pyspark import cloudpickle
+
+    payload = cloudpickle.dumps((main_fun, list(args)))
+    members = spark_roster(num_executors, num_ps)
+
+    def command(ctx: Context, scratch: str) -> list[str]:
+        path = os.path.join(scratch, "member.pickle")
+        with open(path, "wb") as handle:
+            pickle.dump((payload, ctx), handle)
+        return [sys.executable, "-m", "tfyard.launch.spark", path]
+
+    board = [sys.executable, "-m", "tensorboard.main", "--logdir", log_dir or "", "--port", "0",
+             "--bind_all"] if tensorboard else None
+    _run_stage(sc, members, command, write, board)
+
+
+def _run_stage(sc, members, command, write, board=None) -> None:
+    env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
+    cwd = os.getcwd()
+    with _LineSink(sc.getConf().get("spark.driver.host", "127.0.0.1"), write) as sink:
+        address, token = sink.address, sink.token
+
+        def task(_partition):
+            yield _run_member(members, command, env, cwd, address, token, board)
+
+        rdd = sc.parallelize(range(len(members)), len(members)).barrier().mapPartitions(task)
+        try:
+            rdd.collect()
+        except Exception as exc:  # py4j wraps the task's error in the driver's exception
+            raise MemberFailed(_member_error(str(exc), members)) from None
+
+
+def _member_error(text: str, members: Sequence[Member]) -> str:
+    """The first member failure in a Spark error text, with that member's last lines."""
+    match = _FAILED.search(text)
+    if not match:
+        lines = [line for line in text.splitlines() if line.strip()]
+        return f"the Spark stage failed: {lines[-1] if lines else 'no reason given'}"
+    name = match.group(1)
+    tail = []
+    for line in text[match.end():].splitlines()[1:]:
+        if not line.startswith(f"[{name}] "):
+            break
+        tail.append(line)
+    return "\n".join([f"{name} failed with {match.group(2)}", *tail])
+
+
+def _run_member(members, command, env, cwd, address, token, board) -> str:
+    """The body of one barrier task: rendezvous, then run this task's member to the end."""
+    from pyspark import BarrierTaskContext
+
+    spark = BarrierTaskContext.get()
+    rank = spark.partitionId()
+    member = members[rank]
+    host = os.environ.get("SPARK_LOCAL_IP") or socket.gethostbyname(socket.gethostname())
+    with reserved_ports(1, host) as (port,), tempfile.TemporaryDirectory() as scratch:
+        config = tf_configs(members, spark.allGather(f"{host}:{port}"))[rank]
+        gpu = spark.resources().get("gpu")
+        ctx = Context(rank, member.job, member.index, config.to_tf_config()["cluster"],
+                      config.num_workers, cwd)
+        base = {**os.environ, **env}
+        with _LineSource(address, token) as out:
+            procs = [spawn(command(ctx, scratch), member_env(config, base, gpu and gpu.addresses))]
+            if board and member.job == "chief":
+                procs.append(spawn(board, base))
+            tail = collections.deque(maxlen=TAIL_LINES)
+
+            def write(line: str) -> None:
+                tail.append(line)
+                out(line)
+
+            threads = [pump(procs[0].stdout, f"[{member.name}]", write)]
+            threads += [pump(p.stdout, "[tensorboard]", out) for p in procs[1:]]
+            chief = config.jobs["chief"][0]
+            try:
+                code = procs[0].wait() if member.job == "chief" else \
+                    _wait_unless_chief_gone(procs[0], chief)
+            finally:
+                for proc in procs:
+                    stop_group(proc, GRACE_S)
+                for thread in threads:
+                    thread.join(timeout=5)
+    if code:
+        raise RuntimeError(f"tfyard: {member.name} failed with {describe_exit(code)}\n"
+                           + "".join(tail))
+    return member.name
+
+
+def _wait_unless_chief_gone(proc: subprocess.Popen, chief: str, poll: float = 1.0) -> int:
+    """Wait for a non-chief member; once the chief has come and gone, give it GRACE_S more."""
+    seen, gone_since = False, None
+    while proc.poll() is None:
+        up = reachable(chief)
+        seen = seen or up
+        gone_since = None if up or not seen else (gone_since or time.monotonic())
+        if gone_since and time.monotonic() - gone_since > GRACE_S:
+            stop_group(proc, GRACE_S)
+            return 0
+        time.sleep(poll)
+    return proc.returncode
+
+
+class _LineSink:
+    """Driver side: accept task connections that present the token, write their lines."""
+
+    def __init__(self, host: str, write: Callable[[str], None] | None):
+        self.token = secrets.token_hex(16)
+        self.write = write or locked_writer(sys.stdout)
+        self.server = socket.create_server((host, 0))
+        self.address = f"{host}:{self.server.getsockname()[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.close()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        with conn, conn.makefile("r", encoding="utf-8", errors="replace") as lines:
+            if not hmac.compare_digest(lines.readline().strip(), self.token):
+                return
+            for line in lines:
+                self.write(line)
+
+
+class _LineSource:
+    """Task side: send lines to the driver, or to this executor's stdout if unreachable."""
+
+    def __init__(self, address: str, token: str):
+        host, _, port = address.rpartition(":")
+        self.lock = threading.Lock()
+        try:
+            self.sock = socket.create_connection((host, int(port)), timeout=10)
+            self.sock.sendall(f"{token}\n".encode())
+        except OSError:
+            self.sock = None
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, line: str) -> None:
+        with self.lock:
+            if self.sock is None:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            else:
+                self.sock.sendall(line.encode("utf-8"))
+
+    def __exit__(self, *exc):
+        if self.sock is not None:
+            self.sock.close()
+
+
+def _run_payload(path: str) -> None:
+    """Child process of a task: unpickle `main_fun` and its args, call it with the context."""
+    with open(path, "rb") as handle:
+        payload, ctx = pickle.load(handle)
+    main_fun, argv = pickle.loads(payload)
+    main_fun(argv, ctx)
+
+
+if __name__ == "__main__":
+    _run_payload(sys.argv[1])

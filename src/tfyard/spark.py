@@ -1,0 +1,20 @@
+"""TensorFlowOnSpark-style entry point: `tfyard.spark.run(sc, main_fun, args, num_executors)`.
+
+`main_fun(argv, ctx)` runs once per cluster member, each in its own Python process on a
+Spark executor, with TF_CONFIG set; `ctx` has `executor_id`, `job_name`, `task_index`,
+`cluster_spec`, `num_workers` and `absolute_path(path)`. The work is in
+`tfyard.launch.spark`.
+"""
+
+from __future__ import annotations
+
+from tfyard.launch.spark import Context, MemberFailed, run_function
+
+__all__ = ["Context", "MemberFailed", "run"]
+
+
+def run(sc, main_fun, args, num_executors: int, num_ps: int = 0, tensorboard: bool = False,
+        log_dir: str | None = None) -> None:
+    """Run `main_fun(args, ctx)` as a cluster of `num_executors` members (ps first, then chief,
+    then workers); raises MemberFailed with the failing member's error."""
+    run_function(sc, main_fun, args, num_executors, num_ps, tensorboard, log_dir)
