@@ -9,6 +9,7 @@ import os
 import numpy as np
 from PIL import Image
 
+
 def image_bytes(pixels: np.ndarray, fmt: str = "JPEG") -> bytes:
     out = io.BytesIO()
     Image.fromarray(pixels).save(out, format=fmt, quality=95)

@@ -36,10 +36,10 @@ def test_digits_written_once_and_read_as_tfrecords(digits_cache):
     info = dataset_info("digits", cache_dir=digits_cache)
     assert (info.num_classes, info.image_shape) == (10, (32, 32, 3))
     assert info.num_examples == {"train": 1497, "validation": 300}
-    labels = np.concatenate([collect(build_dataset("digits", s, batch_size=100 if s[0] == "v" else 499,
-                                                   cache_dir=digits_cache, repeat=False,
-                                                   shuffle=False))[1]
-                             for s in ("train", "validation")])
+    labels = np.concatenate([  # 1497 = 3 * 499: training batches drop no remainder
+        collect(build_dataset("digits", split, batch_size=batch, cache_dir=digits_cache,
+                              repeat=False, shuffle=False))[1]
+        for split, batch in (("train", 499), ("validation", 100))])
     assert np.array_equal(np.bincount(labels), np.bincount(load_digits().target))
     images, _ = collect(build_dataset("digits", "validation", batch_size=64,
                                       cache_dir=digits_cache))

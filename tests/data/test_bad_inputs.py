@@ -1,0 +1,124 @@
+"""Each bad input gives one UserError naming the file (and record) and the fix."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.data.helpers import (
+    collect,
+    coloured,
+    image_bytes,
+    tf_example,
+    write_cifar,
+    write_idx,
+    write_imagenet,
+    write_records,
+)
+from tfyard.data import build_dataset, checked, dataset_info
+from tfyard.data.inspect import inspect
+from tfyard.errors import UserError
+
+
+def read_all(name, data_dir, **options):
+    with checked(name, data_dir, split="validation"):
+        return collect(build_dataset(name, "validation", data_dir, batch_size=2, **options))
+
+
+def test_unknown_name_lists_close_matches_first():
+    with pytest.raises(UserError, match=r"unknown dataset 'imagnet'; use one of: imagenet, "):
+        build_dataset("imagnet", "train", "/tmp", batch_size=1)
+
+
+def test_missing_or_absent_data_dir(tmp_path):
+    with pytest.raises(UserError, match="needs --data_dir"):
+        dataset_info("imagenet")
+    with pytest.raises(UserError, match="does not exist; check --data_dir"):
+        build_dataset("cifar10", "train", str(tmp_path / "nope"), batch_size=1)
+
+
+def test_no_matching_shards_and_bad_split(tmp_path):
+    (tmp_path / "train-00000-of-00001.tmp").write_bytes(b"half written")
+    with pytest.raises(UserError, match=r"no train shards for imagenet in .*train-\?\?\?\?\?"):
+        build_dataset("imagenet", "train", str(tmp_path), batch_size=1)
+    with pytest.raises(UserError, match="unknown split 'dev'"):
+        build_dataset("imagenet", "dev", str(tmp_path), batch_size=1)
+
+
+def test_truncated_tfrecord_named_with_record(tmp_path):
+    write_imagenet(tmp_path, {"train": [[1]], "validation": [[1, 2, 3]]})
+    shard = tmp_path / "validation-00000-of-00001"
+    shard.write_bytes(shard.read_bytes()[:-40])
+    with pytest.raises(UserError, match=f"{shard}: truncated at record 2 .*--skip_corrupt"):
+        dataset_info("imagenet", str(tmp_path))
+    with pytest.raises(UserError, match=f"{shard}: record 2: unreadable.*--skip_corrupt"):
+        read_all("imagenet", str(tmp_path))
+    report = inspect(str(tmp_path), verify=True)
+    assert report["splits"]["validation"]["problems"] == 1
+    assert report["splits"]["validation"]["records"] == 3  # 2 good + the truncated one
+
+
+def test_undecodable_image_named_and_skipped(tmp_path):
+    write_imagenet(tmp_path, {"train": [[1]]})
+    shard = tmp_path / "validation-00000-of-00001"
+    good = [tf_example(image_bytes(coloured(lab)), lab) for lab in (1, 2, 3)]
+    write_records(shard, good[:2] + [tf_example(b"\xff\xd8\xff garbage", 4)] + good[2:])
+    with pytest.raises(UserError, match=f"{shard}: record 2: cannot decode.*--skip_corrupt"):
+        read_all("imagenet", str(tmp_path), image_size=8)
+    _, labels = read_all("imagenet", str(tmp_path), image_size=8, skip_corrupt=True)
+    assert labels.tolist() == [0, 1, 2]
+    assert inspect(str(tmp_path), verify=True)["splits"]["validation"]["problems"] == 1
+
+
+def test_label_out_of_range_for_class_count(tmp_path):
+    shard = tmp_path / "x_validation_00000-of-00001.tfrecord"
+    write_records(shard, [tf_example(image_bytes(coloured(lab), "PNG"), lab) for lab in (0, 7, 1)])
+    (tmp_path / "labels.txt").write_text("0:a\n1:b\n2:c\n")
+    with pytest.raises(UserError, match=f"{shard}: record 1: label 7 is outside 0..2"):
+        read_all("tfrecord", str(tmp_path), image_size=8)
+    _, labels = read_all("tfrecord", str(tmp_path), image_size=8, skip_corrupt=True)
+    assert labels.tolist() == [0, 1]
+
+
+def test_cifar_truncated_file_and_bad_label(tmp_path):
+    write_cifar(tmp_path, "cifar10", {"test_batch.bin": [1, 12, 3]})
+    with pytest.raises(UserError, match=r"test_batch.bin: record 1: label 12 is outside 0..9"):
+        read_all("cifar10", str(tmp_path))
+    batch = tmp_path / "test_batch.bin"
+    batch.write_bytes(batch.read_bytes()[:-5])
+    with pytest.raises(UserError, match=f"{batch}: 9214 bytes is not a whole number of 3073"):
+        read_all("cifar10", str(tmp_path))
+
+
+def test_mnist_truncated_idx_and_missing_files(tmp_path):
+    with pytest.raises(UserError, match="no mnist.npz and no train-images-idx3-ubyte.gz"):
+        dataset_info("mnist", str(tmp_path))
+    for prefix in ("train", "t10k"):
+        write_idx(tmp_path / f"{prefix}-images-idx3-ubyte.gz", np.zeros((4, 28, 28)))
+        write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte.gz", np.arange(4))
+    path = tmp_path / "t10k-images-idx3-ubyte.gz"
+    write_idx(path, np.zeros((4, 28, 28)))
+    import gzip
+
+    data = gzip.decompress(path.read_bytes())
+    path.write_bytes(gzip.compress(data[:-100]))
+    with pytest.raises(UserError, match=f"{path}: holds .*truncated"):
+        read_all("mnist", str(tmp_path))
+
+
+def test_folder_undecodable_image(tmp_path):
+    for name in ("a", "b"):
+        os.makedirs(tmp_path / "validation" / name)
+        (tmp_path / "validation" / name / "ok.png").write_bytes(
+            image_bytes(coloured(1), "PNG"))
+    os.makedirs(tmp_path / "train" / "a")
+    (tmp_path / "train" / "b").mkdir()
+    (tmp_path / "train" / "a" / "x.jpg").write_bytes(image_bytes(coloured(1)))
+    bad = tmp_path / "validation" / "b" / "zz.jpg"
+    bad.write_bytes(b"not an image")
+    with pytest.raises(UserError, match=f"{bad}: cannot decode.*--skip_corrupt"):
+        read_all("folder", str(tmp_path), image_size=8)
+    _, labels = read_all("folder", str(tmp_path), image_size=8, skip_corrupt=True)
+    assert labels.tolist() == [0, 1]
