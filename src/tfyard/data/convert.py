@@ -84,7 +84,8 @@ def example(item: Item) -> bytes:
         "image/filename": text(printable(os.path.basename(item.path)) if item.path else ""),
         **{f"image/object/bbox/{k}": empty for k in ("xmin", "ymin", "xmax", "ymax")},
     }
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+    proto = tf.train.Example(features=tf.train.Features(feature=features))
+    return proto.SerializeToString(deterministic=True)  # map order stable across processes
 
 
 def write_shard(path: str, items: list[Item]) -> int:
@@ -122,6 +123,10 @@ class Progress:
         self.stream.flush()
 
 
+def _quiet_tensorflow() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
 def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str],
                   shards: int, workers: int | None = None, seed: int = 0) -> dict[str, int]:
     """Shuffle each split (fixed seed), deal it round-robin into shards, write in parallel."""
@@ -146,8 +151,7 @@ def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str
         import multiprocessing
 
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=os.environ.setdefault,
-                                 initargs=("TF_CPP_MIN_LOG_LEVEL", "2")) as pool:
+                                 initializer=_quiet_tensorflow) as pool:
             futures = [pool.submit(write_shard, path, items) for path, items in tasks]
             for (path, _), future in zip(tasks, futures, strict=True):
                 future.result()
