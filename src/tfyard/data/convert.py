@@ -28,6 +28,7 @@ class Item:
     text: str
     path: str | None = None
     pixels: np.ndarray | None = None
+    pixel_format: str = "PNG"  # how arrays are encoded: lossless PNG, or JPEG
 
 
 def printable(name: str) -> str:
@@ -43,8 +44,9 @@ def encode(item: Item) -> tuple[bytes, str, int, int, int]:
     if item.pixels is not None:
         image = Image.fromarray(item.pixels.squeeze())
         out = io.BytesIO()
-        image.save(out, format="PNG")
-        return out.getvalue(), "PNG", image.height, image.width, len(image.getbands())
+        image.save(out, format=item.pixel_format, quality=90)
+        return (out.getvalue(), item.pixel_format, image.height, image.width,
+                len(image.getbands()))
     try:
         with open(item.path, "rb") as stream:
             data = stream.read()
