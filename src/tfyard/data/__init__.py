@@ -75,7 +75,8 @@ def checked(name: str, data_dir: str | None = None, split: str = "train",
     """Turn a data error raised while iterating into a UserError naming file and record.
 
     TensorFlow's decode errors do not say which record failed, so on failure the split is
-    scanned (the same check as `tfyard data inspect --verify`) to find the first bad one.
+    scanned (the same check as `tfyard data inspect --verify`) to find the first bad one;
+    if none is found the original error is re-raised.
     """
     import tensorflow as tf
 
@@ -85,6 +86,7 @@ def checked(name: str, data_dir: str | None = None, split: str = "train",
         from tfyard.data.inspect import first_problem
 
         problem = first_problem(name, data_dir, split_name(split), cache_dir=cache_dir)
-        where = str(problem) if problem else f"{name} data: {exc.message.splitlines()[0]}"
-        raise UserError(f"{where}; fix or re-convert the data, or pass --skip_corrupt to "
+        if problem is None:  # the data is fine: not a data error, keep the traceback
+            raise
+        raise UserError(f"{problem}; fix or re-convert the data, or pass --skip_corrupt to "
                         "drop bad records") from exc
