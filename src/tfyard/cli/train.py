@@ -7,7 +7,7 @@ import json
 
 from tfyard.train.options import add_train_arguments, options_from_args
 
-DEMO_EPOCHS = 12
+DEMO_EPOCHS = 10
 
 
 def register(commands) -> None:
@@ -64,10 +64,11 @@ def _demo(args) -> int:
 
     parser = add_train_arguments(argparse.ArgumentParser())
     options = options_from_args(parser.parse_args([
-        "--model", "cifar_resnet20", "--dataset", "digits", "--output_dir", args.output_dir,
+        "--model", "cifar_resnet20", "--dataset", "digits", "--image_size", "16",
+        "--output_dir", args.output_dir,
         "--batch_size", "64", "--learning_rate", "0.1", "--epochs", str(args.epochs),
         "--lr_schedule", "cosine", "--warmup_epochs", "1", "--weight_decay", "5e-4",
-        "--eval_every_epochs", "4", "--seed", "1", "--num_gpus", "0",
+        "--eval_every_epochs", "5", "--seed", "1", "--num_gpus", "0",
     ]))
     summary = train(options)
     top1 = summary["eval"]["top1"]

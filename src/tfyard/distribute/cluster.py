@@ -238,6 +238,29 @@ def _parse_task(task, jobs: Mapping[str, tuple[str, ...]]) -> tuple[str | None, 
     return task_type, index
 
 
+def tf_config_from_legacy_flags(ps_hosts: str | None, worker_hosts: str, job_name: str | None,
+                                task_index: int) -> dict:
+    """TF 1 `--ps_hosts --worker_hosts --job_name --task_index` as a TF 2 TF_CONFIG.
+
+    TF 1 made worker 0 the chief; TF 2 wants a separate `chief` job, so with ps tasks
+    worker 0 becomes `chief` and the other workers shift down by one.
+    """
+    workers = [h for h in worker_hosts.split(",") if h]
+    ps = [h for h in (ps_hosts or "").split(",") if h]
+    if job_name not in ("worker", "ps"):
+        raise UserError(f"--job_name {job_name!r} must be worker or ps")
+    cluster: dict = {"worker": workers}
+    task = {"type": job_name, "index": task_index}
+    if ps:
+        cluster = {"chief": workers[:1], "worker": workers[1:], "ps": ps}
+        if job_name == "worker":
+            task = {"type": "chief", "index": 0} if task_index == 0 else \
+                {"type": "worker", "index": task_index - 1}
+    config = {"cluster": {k: v for k, v in cluster.items() if v}, "task": task}
+    parse_tf_config(config)
+    return config
+
+
 def load_cluster_config(environ: Mapping[str, str] | None = None) -> ClusterConfig:
     """Read TF_CONFIG from the environment, or from the file named by TF_CONFIG_FILE."""
     env = os.environ if environ is None else environ

@@ -55,8 +55,7 @@ def _slim_table() -> dict[str, SlimApp]:
             f"MobileNetV3{size.title()}", 224, kwargs=(("include_preprocessing", False),))
     table["nasnet_mobile"] = SlimApp("NASNetMobile", 224)
     table["nasnet_large"] = SlimApp("NASNetLarge", 331)
-    for b, size in enumerate((224, 240, 260, 300, 380, 456, 528, 600)):
-        table[f"efficientnet_b{b}"] = SlimApp(f"EfficientNetB{b}", size)
+    table["efficientnet_b0"] = SlimApp("EfficientNetB0", 224)
     return table
 
 
@@ -116,10 +115,11 @@ def resolve_alias(model: str | None = None, resnet_size: int | None = None,
     if model_name:
         return get_spec(model_name).name
     if resnet_size is not None:
-        if int(resnet_size) not in IMAGENET_DEPTHS:
+        name = f"resnet{str(resnet_size).strip()}"
+        if name not in MODELS or MODELS[name].family != "imagenet":
             sizes = ", ".join(map(str, IMAGENET_DEPTHS))
             raise UserError(f"--resnet_size={resnet_size} is not available; choose one of {sizes}")
-        return f"resnet{int(resnet_size)}"
+        return name
     raise UserError("no model given; pass --model NAME (see `tfyard models`)")
 
 
@@ -128,4 +128,4 @@ def min_input_size(name: str) -> int:
     spec = get_spec(name)
     if spec.family == "slim":
         return SLIM_APPS[spec.name].min_size
-    return 32 if spec.family == "imagenet" else spec.input_shape[0]
+    return {"imagenet": 32, "cifar": 8}.get(spec.family, spec.input_shape[0])

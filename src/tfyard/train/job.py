@@ -7,6 +7,7 @@ does the work and returns the run summary.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import time
 
@@ -139,6 +140,10 @@ def train(options: TrainOptions) -> dict | None:
         "mean_images_per_sec": _mean_rate(trainer.images_per_sec),
         "train": trainer.last_train, "eval": trainer.last_eval,
     }
+    summary["weights_digest"] = weights_digest(model)
+    member = f"{cluster.role}-{cluster.task_index}" if cluster.jobs else "single"
+    platform_contract.make_dirs(os.path.join(plat.work_dir, "members"))
+    write_json_atomic(os.path.join(plat.work_dir, "members", f"{member}.json"), summary)
     if writes:
         if options.export:
             from tfyard.train.export import export_model
@@ -150,6 +155,14 @@ def train(options: TrainOptions) -> dict | None:
             + (f"validation top1 {trainer.last_eval['top1']:.4f}; " if trainer.last_eval else "")
             + f"{summary['mean_images_per_sec']:.0f} images/sec; outputs in {plat.output_dir}")
     return summary
+
+
+def weights_digest(model) -> str:
+    """SHA-256 of all weights, so members of a synchronous job can be compared exactly."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(weight.tobytes())
+    return digest.hexdigest()
 
 
 def _mean_rate(rates: list[float]) -> float:

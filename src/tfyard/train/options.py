@@ -195,6 +195,15 @@ def options_from_args(args: argparse.Namespace) -> TrainOptions:
     return TrainOptions(**values)
 
 
+def rename_flags(argv: list[str], renames: dict[str, str]) -> list[str]:
+    """Rewrite a script's historical flag names (`--train_dir=X`) to tfyard's (`--output_dir=X`)."""
+    out = []
+    for arg in argv:
+        head, sep, tail = arg.partition("=")
+        out.append(renames.get(head, head) + sep + tail if head in renames else arg)
+    return out
+
+
 def parse_train_args(argv: list[str] | None, prog: str = "tfyard train") -> TrainOptions:
     """Parse a training command line (used by seed scripts and `tfyard.train.run`)."""
     from tfyard.cli import Parser

@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""MNIST with the Keras example's convnet; the trained model is saved as `<output_dir>/mnist.h5`.
+
+    mnist.py --data_dir=/data/mnist --output_dir=/out      # reads mnist.npz or the IDX .gz files
+"""
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from tfyard import platform
+from tfyard.cli import main as tfyard
+
+
+def main(argv: list[str]) -> int:
+    status = tfyard(["train", "--dataset", "mnist", "--model", "mnist_cnn", *argv])
+    if status:
+        return status
+    parser = platform.add_platform_arguments(argparse.ArgumentParser(add_help=False))
+    output_dir = Path(platform.from_args(parser.parse_known_args(argv)[0], create=False)
+                      .output_dir)
+    exported = output_dir / "export" / "model.h5"
+    if exported.exists():
+        shutil.copyfile(exported, output_dir / "mnist.h5")
+        print(f"mnist: model saved to {output_dir / 'mnist.h5'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

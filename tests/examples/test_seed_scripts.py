@@ -1,0 +1,106 @@
+"""The classic scripts run with their historical command lines on data in the true formats."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.data.helpers import image_bytes, tf_example, write_cifar, write_imagenet, write_records
+from tests.train.conftest import read_json
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SMALL = ["--num_gpus=0", "--train_steps=4", "--steps_per_loop=2", "--quiet", "--no_export"]
+
+
+def script(name, *args, env=None, timeout=600):
+    result = subprocess.run([sys.executable, str(EXAMPLES / name), *map(str, args)],
+                            capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **(env or {})})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_imagenet_main_classic_flags(tmp_path):
+    data = tmp_path / "imagenet"
+    write_imagenet(data, {"train": [[1, 2, 3, 4] * 2, [5, 6, 7, 8] * 2],
+                          "validation": [[1, 2, 3, 4]]})
+    out = tmp_path / "out"
+    script("imagenet_main.py", f"--data_dir={data}", f"--output-dir={out}",
+           "--train-batch-size=8", "--resnet_size=50", "--image_size=32", *SMALL)
+    summary = read_json(out / "summary.json")
+    assert summary["model"] == "resnet50" and summary["dataset"] == "imagenet"
+    assert summary["global_batch"] == 8 and summary["final_step"] == 4
+    assert summary["num_classes"] == 1000
+
+
+def test_resnet_cifar_main_multi_worker_mirrored_flag(tmp_path):
+    data = tmp_path / "cifar-10-batches-bin"
+    labels = list(range(10)) * 4
+    write_cifar(data, "cifar10", {**{f"data_batch_{i}.bin": labels for i in range(1, 6)},
+                                  "test_batch.bin": labels})
+    out = tmp_path / "out"
+    script("resnet_cifar_main.py", f"--data_dir={data}", f"--output_dir={out}",
+           "--num_gpus=0", "--train_epochs=1", "--ds=multi_worker_mirrored",
+           "--batch_size=50", "--resnet_size=20", "--quiet", "--no_export")
+    summary = read_json(out / "summary.json")
+    assert (summary["model"], summary["strategy"]) == ("cifar_resnet20",
+                                                       "multi_worker_mirrored")
+    assert summary["final_step"] == 4 and summary["steps_per_epoch"] == 4   # 200 images / 50
+
+
+def write_mnist_npz(data: Path, count=256):
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, count).astype(np.uint8)
+    images = np.zeros((count, 28, 28), np.uint8)
+    for i, label in enumerate(labels):       # a bar whose position is the label
+        images[i, 2 + 2 * label: 5 + 2 * label, 4:24] = 255
+    data.mkdir()
+    np.savez(data / "mnist.npz", x_train=images, y_train=labels,
+             x_test=images[:64], y_test=labels[:64])
+
+
+def test_mnist_saves_h5(tmp_path):
+    data = tmp_path / "mnist"
+    write_mnist_npz(data)
+    out = tmp_path / "out"
+    script("mnist.py", f"--data_dir={data}", f"--output_dir={out}", "--num_gpus=0",
+           "--train_steps=20", "--batch_size=32", "--quiet")
+    import keras
+
+    model = keras.models.load_model(out / "mnist.h5", compile=False)
+    assert model.output_shape == (None, 10)
+    assert read_json(out / "summary.json")["eval"]["top1"] > 0.3
+
+
+def test_mnist_dist_with_tf1_flags_runs_single_worker(tmp_path):
+    data = tmp_path / "mnist"
+    write_mnist_npz(data)
+    out = tmp_path / "out"
+    script("mnist_dist.py", "--worker_hosts=127.0.0.1:0", "--job_name=worker",
+           "--task_index=0", f"--data_dir={data}", f"--output_dir={out}", *SMALL)
+    summary = read_json(out / "summary.json")
+    assert summary["strategy"] == "multi_worker_mirrored" and summary["final_step"] == 4
+
+
+@pytest.mark.parametrize("model", ["vgg_19"])
+def test_train_image_classifier_slim_flags(tmp_path, model):
+    data = tmp_path / "flowers"
+    data.mkdir()
+    pixels = [np.full((32, 32, 3), 40 * c, np.uint8) for c in range(3)]
+    write_records(data / "flowers_train_00000-of-00001.tfrecord",
+                  [tf_example(image_bytes(pixels[i % 3]), i % 3) for i in range(24)])
+    write_records(data / "flowers_validation_00000-of-00001.tfrecord",
+                  [tf_example(image_bytes(pixels[i % 3]), i % 3) for i in range(6)])
+    (data / "labels.txt").write_text("0:daisy\n1:rose\n2:tulip\n")
+    out = tmp_path / "train_dir"
+    script("train_image_classifier.py", f"--model_name={model}", "--batch_size=4",
+           f"--dataset_dir={data}", f"--train_dir={out}", "--num_clones=0",
+           "--max_number_of_steps=2", "--image_size=32", "--quiet", "--no_export")
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["model"], summary["num_classes"], summary["final_step"]) == (model, 3, 2)

@@ -1,0 +1,46 @@
+"""`tfyard train` as members of real clusters started by `tfyard launch local`."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.train.conftest import FAST, read_json, read_jsonl
+
+pytestmark = pytest.mark.cluster
+
+
+def launch(tmp_path, work, layout: list[str], *train_flags):
+    command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", tmp_path,
+               "--work_dir", work, "--no_export", *train_flags]
+    result = run_tfyard("launch", "local", *layout, "--", *command, timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result
+
+
+def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_cache):
+    launch(tmp_path, digits_cache, ["--workers", "2"], "--train_steps", "20",
+           "--eval_every_epochs", "100")
+    members = digits_cache / "members"
+    first, second = read_json(members / "worker-0.json"), read_json(members / "worker-1.json")
+    assert first["strategy"] == "multi_worker_mirrored" and first["replicas"] == 2
+    assert first["final_step"] == second["final_step"] == 20
+    assert first["weights_digest"] == second["weights_digest"]
+    records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert records[-1]["loss"] < records[0]["loss"]
+    assert read_json(tmp_path / "summary.json")["eval"]["top1"] > 0.2
+
+
+def test_parameter_server_cluster_with_evaluator(tmp_path, digits_cache):
+    launch(tmp_path, digits_cache, ["--chief", "--workers", "2", "--ps", "1", "--evaluator"],
+           "--train_steps", "40", "--checkpoint_every_steps", "20")
+    summary = read_json(tmp_path / "summary.json")
+    assert summary["strategy"] == "parameter_server" and summary["final_step"] == 40
+    assert summary["eval"]["top1"] > 0.2
+    records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert records[-1]["loss"] < records[0]["loss"]
+    evaluated = read_jsonl(tmp_path / "evaluator.jsonl")
+    assert evaluated and evaluated[-1]["step"] == 40 and evaluated[-1]["kind"] == "eval"
+    assert list((tmp_path / "logs" / "evaluator").glob("events.out.tfevents.*"))

@@ -1,0 +1,120 @@
+"""Real training in one process: learning, outputs, resume, export, evaluate, plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.train.conftest import read_json, read_jsonl, train
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, digits_cache):
+    """One short run that every test in this module inspects."""
+    out = tmp_path_factory.mktemp("run")
+    train(out, digits_cache, "--train_steps", "60", "--eval_every_epochs", "1",
+          "--checkpoint_every_steps", "20")
+    return out
+
+
+def test_loss_falls_and_accuracy_beats_chance(finished_run):
+    records = read_jsonl(finished_run / "metrics.jsonl")
+    train_records = [r for r in records if r["kind"] == "train"]
+    assert train_records[-1]["loss"] < train_records[0]["loss"]
+    summary = read_json(finished_run / "summary.json")
+    assert summary["final_step"] == 60 and summary["resumed_from_step"] == 0
+    assert summary["eval"]["top1"] > 0.3          # chance is 0.1
+    assert summary["strategy"] == "one_device" and summary["replicas"] == 1
+
+
+def test_every_output_exists_and_parses(finished_run):
+    records = read_jsonl(finished_run / "metrics.jsonl")
+    for record in records:
+        assert {"step", "epoch", "loss", "top1", "top5"} <= set(record)
+    train_keys = {"lr", "images_per_sec", "step_time"}
+    assert all(train_keys <= set(r) for r in records if r["kind"] == "train")
+    assert [r["step"] for r in records if r["kind"] == "eval"] == [46, 60]
+    summary = read_json(finished_run / "summary.json")
+    assert summary["mean_images_per_sec"] > 0 and summary["global_batch"] == 32
+    checkpoints = sorted(p.name for p in (finished_run / "checkpoints").glob("*.index"))
+    assert checkpoints == ["ckpt-40.index", "ckpt-46.index", "ckpt-60.index"]
+    for name in ("train", "eval"):
+        assert list((finished_run / "logs" / name).glob("events.out.tfevents.*"))
+    export = finished_run / "export"
+    assert (export / "saved_model" / "saved_model.pb").exists()
+    assert (export / "model.keras").exists() and (export / "model.h5").exists()
+
+
+def test_exports_reload_with_the_same_predictions(finished_run):
+    import keras
+    import tensorflow as tf
+
+    images = np.random.default_rng(0).normal(size=(4, 16, 16, 3)).astype("float32")
+    native = keras.models.load_model(finished_run / "export" / "model.keras")
+    logits = native(images, training=False).numpy()
+    h5 = keras.models.load_model(finished_run / "export" / "model.h5", compile=False)
+    np.testing.assert_allclose(h5(images, training=False).numpy(), logits, atol=1e-5)
+    served = tf.saved_model.load(str(finished_run / "export" / "saved_model"))
+    result = served.serve(tf.constant(images))
+    np.testing.assert_allclose(result["probabilities"].numpy(),
+                               tf.nn.softmax(logits).numpy(), atol=1e-5)
+    np.testing.assert_array_equal(result["classes"].numpy(), logits.argmax(-1))
+
+
+def test_evaluate_command_matches_the_run(finished_run):
+    import json
+
+    result = run_tfyard("evaluate", "--output_dir", finished_run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads(result.stdout)
+    summary = read_json(finished_run / "summary.json")
+    assert metrics["top1"] == pytest.approx(summary["eval"]["top1"], abs=1e-6)
+    exported = json.loads(run_tfyard("evaluate", "--output_dir", finished_run,
+                                     "--export").stdout)
+    assert exported["top1"] == pytest.approx(metrics["top1"], abs=1e-6)
+
+
+def test_plot_writes_curves(finished_run):
+    result = run_tfyard("plot", "--output_dir", finished_run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    png = (finished_run / "curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_resume_continues_from_the_last_checkpoint(tmp_path, digits_cache):
+    train(tmp_path, digits_cache, "--train_steps", "20", "--no_export")
+    first = read_json(tmp_path / "summary.json")
+    assert first["final_step"] == 20
+    train(tmp_path, digits_cache, "--train_steps", "30", "--no_export")
+    second = read_json(tmp_path / "summary.json")
+    assert second["resumed_from_step"] == 20 and second["final_step"] == 30
+    steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert steps == [5, 10, 15, 20, 25, 30]
+
+
+def test_mirrored_over_two_logical_cpus(tmp_path, digits_cache):
+    train(tmp_path, digits_cache, "--train_steps", "30", "--ds", "mirrored",
+          "--cpu_replicas", "2", "--no_export", "--eval_every_epochs", "100")
+    summary = read_json(tmp_path / "summary.json")
+    assert summary["strategy"] == "mirrored" and summary["replicas"] == 2
+    assert summary["per_replica_batch"] == 16
+    records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert records[-1]["loss"] < records[0]["loss"]
+    assert summary["eval"]["top1"] > 0.2
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--model", "resnet_999"], "unknown model"),
+    (["--dataset", "imagenette"], "unknown dataset"),
+    (["--batch_size", "33", "--ds", "mirrored", "--cpu_replicas", "2"], "does not divide"),
+    (["--ds", "parameter_server"], "needs ps tasks"),
+    (["--data_dir", "/nonexistent/tfyard"], "does not exist"),
+])
+def test_bad_training_input_is_one_line(tmp_path, flags, fragment):
+    result = run_tfyard("train", "--train_steps", "1", "--output_dir", tmp_path, "--quiet",
+                        "--num_gpus", "0", *flags)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfyard: error:") and fragment in last
+    assert "Traceback" not in result.stderr
