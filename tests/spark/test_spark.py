@@ -1,5 +1,6 @@
-"""Real Spark: barrier stages in local mode (PS job, a failing member) and a standalone
-master + worker on 127.0.0.1 running a two-member MultiWorkerMirrored job."""
+"""Real Spark: barrier stages in local mode (a PS job through the Python API, a failing
+member through the CLI) and the classic example spark-submitted to a standalone master +
+worker on 127.0.0.1 as a two-member MultiWorkerMirrored job."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import re
 import runpy
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +22,7 @@ pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 TRAIN = str(Path(__file__).parents[1] / "launch" / "programs" / "train.py")
+EXAMPLE = Path(__file__).parents[2] / "examples" / "resnet_cifar_spark.py"
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +49,11 @@ def train_on_spark(argv, ctx):
     runpy.run_path(TRAIN, run_name="__main__")
 
 
-def test_parameter_server_job_through_the_python_api(sc, tmp_path):
+def test_parameter_server_job_through_the_python_api(sc, tmp_path, capsys):
     import tfyard.spark
 
-    lines = []
-    tfyard.launch.spark.run_function(sc, train_on_spark, ["--output_dir", str(tmp_path),
-                                     "--train_steps", "10"], num_executors=3, num_ps=1,
-                                     write=lines.append)
+    tfyard.spark.run(sc, train_on_spark, ["--output_dir", str(tmp_path), "--train_steps", "10"],
+                     num_executors=3, num_ps=1)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["final_step"] >= 10 and summary["resumed_from_step"] == 0
     contexts = [json.loads((tmp_path / f"ctx-{i}.json").read_text()) for i in range(3)]
@@ -63,21 +64,21 @@ def test_parameter_server_job_through_the_python_api(sc, tmp_path):
     assert contexts[0]["num_workers"] == 1
     assert contexts[0]["data"] == os.path.join(os.getcwd(), "data")
     assert contexts[0]["url"] == "gs://b/x"
-    text = "".join(lines)
+    text = capsys.readouterr().out
     assert "[chief:0] chief:0: train with parameter_server" in text
     assert "[ps:0] ps:0: serve with parameter_server" in text
 
 
-def test_a_failing_member_fails_the_stage_with_its_error(sc, tmp_path):
-    import tfyard.spark
-    from tfyard.launch.spark import run_command
-
-    with pytest.raises(tfyard.spark.MemberFailed) as failure:
-        run_command(sc, program("member.py", "--pid_dir", tmp_path, "--fail", "worker:0:3"),
-                    num_executors=3, write=lambda line: None)
-    message = str(failure.value)
-    assert message.splitlines()[0] == "worker:0 failed with exit code 3"
-    assert "[worker:0] worker:0 fails on purpose" in message
+def test_a_failing_member_fails_the_stage_with_its_error(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tfyard", "launch", "spark", "--master", "local[3]",
+         "--num_executors", "3", "--conf", "spark.ui.enabled=false", "--",
+         *program("member.py", "--pid_dir", tmp_path, "--fail", "worker:0:3")],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "tfyard: launch failed: worker:0 failed with exit code 3\n" \
+        "[worker:0] hello from worker:0\n[worker:0] worker:0 fails on purpose\n" in result.stderr
+    assert "[chief:0] hello from chief:0" in result.stdout
     pids = recorded_pids(tmp_path)
     assert sorted(pids) == ["chief:0", "worker:0", "worker:1"]
     deadline = time.monotonic() + 30
@@ -101,7 +102,20 @@ def _wait_for(path: Path, pattern: str, timeout: float = 120) -> re.Match:
     return match
 
 
-def test_multi_worker_mirrored_on_a_standalone_cluster(tmp_path):
+def _cifar(root: Path) -> None:
+    from tests.data.helpers import write_cifar
+
+    labels = list(range(10)) * 4
+    write_cifar(root, "cifar10", {**{f"data_batch_{i}.bin": labels for i in range(1, 6)},
+                                  "test_batch.bin": labels})
+
+
+def test_resnet_cifar_spark_example_on_a_standalone_cluster(tmp_path):
+    """spark-submit the classic example to a real master + worker: a 2-member MWMS job."""
+    _cifar(tmp_path / "cifar-10-batches-bin")
+    home = Path(pyspark.__file__).parent
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
     master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
     with master_log.open("w") as m_log, worker_log.open("w") as w_log:
         master = _spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
@@ -114,19 +128,21 @@ def test_multi_worker_mirrored_on_a_standalone_cluster(tmp_path):
                 "--cores", "2", "--memory", "2g", "--webui-port", "0",
                 "--work-dir", str(tmp_path / "work"), log=w_log))
             _wait_for(master_log, r"Registering worker")
-            out = tmp_path / "out"
             result = subprocess.run(
-                [sys.executable, "-m", "tfyard", "launch", "spark", "--master", url,
-                 "--num_executors", "2", "--conf", "spark.ui.enabled=false", "--",
-                 *program("train.py", "--output_dir", out, "--train_steps", 10)],
-                capture_output=True, text=True, timeout=400,
-                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                [str(home / "bin" / "spark-submit"), "--master", url, "--conf",
+                 "spark.ui.enabled=false", str(EXAMPLE), "--cluster_size", "2", "--epochs", "1",
+                 "--data_dir", "cifar-10-batches-bin", "--num_gpus=0",
+                 "--ds=multi_worker_mirrored", "--train_epochs", "1", "--batch_size=50",
+                 "--resnet_size=20", "--quiet", "--no_export", "--output_dir", "out"],
+                capture_output=True, text=True, timeout=400, cwd=tmp_path, env=env)
         finally:
             for daemon in daemons:
-                os.killpg(daemon.pid, 15)
+                os.killpg(daemon.pid, signal.SIGTERM)
                 daemon.wait(30)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary == {"final_step": 10, "resumed_from_step": 0, "num_replicas": 2}
-    for member in ("chief:0", "worker:0"):
-        assert f"[{member}] {member}: done at step 10" in result.stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["model"], summary["strategy"]) == ("cifar_resnet20", "multi_worker_mirrored")
+    assert summary["final_step"] == 4  # 200 images, global batch 50, one epoch
+    assert "[chief:0] executor 0: chief:0 of 2 worker(s)" in result.stdout
+    assert "[worker:0] executor 1: worker:0 of 2 worker(s)" in result.stdout
+    assert "app-" in " ".join(os.listdir(tmp_path / "work"))  # the standalone worker ran it
