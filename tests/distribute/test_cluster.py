@@ -14,6 +14,7 @@ from tfyard.distribute.cluster import (
     load_cluster_config,
     mask_secrets,
     parse_tf_config,
+    tf_config_from_legacy_flags,
 )
 from tfyard.errors import UserError
 
@@ -160,3 +161,15 @@ def test_any_text_gives_a_config_or_a_clean_error(text):
         parse_tf_config(text)
     except UserError as exc:
         assert "\n" not in str(exc)
+
+
+def test_tf1_flags_make_worker_0_the_chief_when_there_are_ps():
+    config = tf_config_from_legacy_flags("p:1", "w:1,w:2,w:3", "worker", 0)
+    assert config == {"cluster": {"chief": ["w:1"], "worker": ["w:2", "w:3"], "ps": ["p:1"]},
+                      "task": {"type": "chief", "index": 0}}
+    assert tf_config_from_legacy_flags("p:1", "w:1,w:2", "worker", 1)["task"] == {
+        "type": "worker", "index": 0}
+    assert tf_config_from_legacy_flags(None, "w:1,w:2", "worker", 1) == {
+        "cluster": {"worker": ["w:1", "w:2"]}, "task": {"type": "worker", "index": 1}}
+    with pytest.raises(UserError, match="--job_name"):
+        tf_config_from_legacy_flags(None, "w:1", "boss", 0)

@@ -13,6 +13,7 @@ import pytest
 
 from tests.data.helpers import image_bytes, tf_example, write_cifar, write_imagenet, write_records
 from tests.train.conftest import read_json
+from tfyard.launch.ports import reserved_ports
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = ["--num_gpus=0", "--train_steps=4", "--steps_per_loop=2", "--quiet", "--no_export"]
@@ -78,14 +79,16 @@ def test_mnist_saves_h5(tmp_path):
     assert read_json(out / "summary.json")["eval"]["top1"] > 0.3
 
 
-def test_mnist_dist_with_tf1_flags_runs_single_worker(tmp_path):
+def test_mnist_dist_with_tf1_flags_runs_as_a_cluster_member(tmp_path):
     data = tmp_path / "mnist"
     write_mnist_npz(data)
     out = tmp_path / "out"
-    script("mnist_dist.py", "--worker_hosts=127.0.0.1:0", "--job_name=worker",
-           "--task_index=0", f"--data_dir={data}", f"--output_dir={out}", *SMALL)
+    with reserved_ports(1) as (port,):
+        script("mnist_dist.py", f"--worker_hosts=127.0.0.1:{port}", "--job_name=worker",
+               "--task_index=0", f"--data_dir={data}", f"--output_dir={out}", *SMALL)
     summary = read_json(out / "summary.json")
-    assert summary["strategy"] == "multi_worker_mirrored" and summary["final_step"] == 4
+    assert summary["role"] == "worker" and summary["final_step"] == 4
+    assert (out / "mnist.h5").exists() is False      # --no_export: nothing to copy
 
 
 @pytest.mark.parametrize("model", ["vgg_19"])

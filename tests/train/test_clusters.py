@@ -21,12 +21,12 @@ def launch(tmp_path, work, layout: list[str], *train_flags):
 
 
 def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_cache):
-    launch(tmp_path, digits_cache, ["--workers", "2"], "--train_steps", "20",
+    launch(tmp_path, digits_cache, ["--workers", "2"], "--train_steps", "40",
            "--eval_every_epochs", "100")
     members = digits_cache / "members"
     first, second = read_json(members / "worker-0.json"), read_json(members / "worker-1.json")
     assert first["strategy"] == "multi_worker_mirrored" and first["replicas"] == 2
-    assert first["final_step"] == second["final_step"] == 20
+    assert first["final_step"] == second["final_step"] == 40
     assert first["weights_digest"] == second["weights_digest"]
     records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
     assert records[-1]["loss"] < records[0]["loss"]

@@ -75,6 +75,7 @@ class Trainer:
         self.last_train: dict | None = None
         self.images_per_sec: list[float] = []
         self._loop = tf.function(self._train_loop)
+        self._sync = tf.function(self._average_statistics)
 
     # --- the step -----------------------------------------------------------------------
 
@@ -109,6 +110,18 @@ class Trainer:
             sums = strategy.run(self._replica_step, args=(next(iterator),))
             totals += strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
         return totals
+
+    def _average_statistics(self):
+        """Average non-trainable weights (batch-norm moving statistics) over all replicas.
+
+        Keras 3 creates them with aggregation NONE, so each replica keeps its own; one
+        all-reduce at each checkpoint makes every member save and evaluate the same model.
+        """
+        strategy = self.setup.strategy
+        variables = self.model.non_trainable_variables
+        local = strategy.run(lambda: [tf.identity(v.value) for v in variables])
+        for variable, value in zip(variables, local, strict=True):
+            variable.assign(strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None))
 
     # --- the host side ------------------------------------------------------------------
 
@@ -178,6 +191,9 @@ class Trainer:
 
     def _at_boundary(self, step: int) -> None:
         s = self.setup
+        if self.coordinator is None and s.strategy.num_replicas_in_sync > 1 \
+                and self.model.non_trainable_variables:
+            self._sync()
         total = s.numbers.total_steps
         if step == total or step % s.numbers.steps_per_epoch == 0 or (
                 s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0):
