@@ -15,5 +15,5 @@ def slim_model(name, num_classes, input_shape):
     base = getattr(keras.applications, app.app)(
         weights=None, include_top=True, classes=num_classes, classifier_activation=None,
         input_shape=input_shape, **dict(app.kwargs))
-    logits = layers.Activation("linear", dtype="float32", name="logits")(base.output)
+    logits = layers.Activation("linear", dtype="float32", name="float32_logits")(base.output)
     return keras.Model(base.input, logits, name=name)

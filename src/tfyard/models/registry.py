@@ -35,6 +35,7 @@ class SlimApp:
     size: int
     min_size: int = 32
     kwargs: tuple[tuple[str, object], ...] = ()
+    note: str = ""
 
 
 def _slim_table() -> dict[str, SlimApp]:
@@ -55,7 +56,8 @@ def _slim_table() -> dict[str, SlimApp]:
             f"MobileNetV3{size.title()}", 224, kwargs=(("include_preprocessing", False),))
     table["nasnet_mobile"] = SlimApp("NASNetMobile", 224)
     table["nasnet_large"] = SlimApp("NASNetLarge", 331)
-    table["efficientnet_b0"] = SlimApp("EfficientNetB0", 224)
+    table["efficientnet_b0"] = SlimApp("EfficientNetB0", 224,
+                                       note=" (rescales 0-255 pixels itself)")
     return table
 
 
@@ -78,7 +80,7 @@ def _registry() -> dict[str, ModelSpec]:
     specs += [
         ModelSpec(name, "slim", (app.size, app.size, 3),
                   f"keras.applications.{app.app}"
-                  + "".join(f", {k}={v}" for k, v in app.kwargs))
+                  + "".join(f", {k}={v}" for k, v in app.kwargs) + app.note)
         for name, app in SLIM_APPS.items()
     ]
     return {spec.name: spec for spec in specs}

@@ -3,9 +3,10 @@
 `imagenet_resnet`: ResNet v1.5 (stride on the 3x3 convolution, projection shortcuts).
 `cifar_resnet`: He et al. CIFAR ResNet (depth 6n+2, 16/32/64 filters, option A shortcuts:
 subsample and zero-pad, so no extra parameters - ResNet-56 has 0.85 M).
-Batch norm uses momentum 0.9 and epsilon 1e-5; no regularizers here, the training loop
-applies L2 to kernels. `zero_init_residual` starts the last batch-norm gamma of every block
-at zero so each block begins as the identity.
+Batch norm uses momentum 0.9 and epsilon 1e-5; convolutions start from He normal (fan-out)
+as in the v1.5 reference; no regularizers here, the training loop applies L2 to kernels.
+`zero_init_residual` starts the last batch-norm gamma of every block at zero so each block
+begins as the identity.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ _IMAGENET_LAYOUT = {
 
 
 def _conv(x, filters, kernel, stride, name):
+    init = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
     return layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False,
-                         kernel_initializer="he_normal", name=name)(x)
+                         kernel_initializer=init, name=name)(x)
 
 
 def _bn(x, name, zero_gamma=False):
