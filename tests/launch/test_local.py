@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tfyard.errors import UserError
-from tfyard.launch.local import Member, roster, tf_configs
+from tfyard.launch.local import Member, member_env, roster, tf_configs
 
 from .helpers import alive, launch, program, recorded_pids
 
@@ -64,7 +64,7 @@ def _all_gone(pids: dict[str, list[int]], timeout: float = 10) -> bool:
 def test_a_failing_member_stops_the_others_and_is_named(tmp_path):
     started = time.monotonic()
     proc = launch("local", "--workers", 2, "--chief", "--evaluator", "--grace", 2, "--",
-                  *program("member.py", "--pid_dir", tmp_path, "--fail", "worker:1:3"))
+                  *program("member.py", "--pid_dir", tmp_path, "--exit", "worker:1:3"))
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 3, out
     assert "worker:1 failed with exit code 3" in out
@@ -75,6 +75,26 @@ def test_a_failing_member_stops_the_others_and_is_named(tmp_path):
     assert all(len(p) == 2 for p in pids.values())  # member and its grandchild
     assert _all_gone(pids), pids
     assert time.monotonic() - started < 100  # members sleep 120 s unless stopped
+
+
+def test_when_the_chief_is_done_the_servers_are_stopped_and_the_job_succeeds(tmp_path):
+    proc = launch("local", "--workers", 1, "--chief", "--ps", 1, "--grace", 1, "--",
+                  *program("member.py", "--pid_dir", tmp_path, "--exit", "chief:0:0"))
+    out, _ = proc.communicate(timeout=100)  # the servers would sleep 120 s
+    assert proc.returncode == 0, out
+    assert "tfyard: chief:0 finished; stopping ps:0, worker:0" in out
+    pids = recorded_pids(tmp_path)
+    assert len(pids) == 3 and _all_gone(pids), pids
+
+
+def test_member_env_carries_its_tf_config_and_gpus():
+    config = tf_configs([Member("worker", 0)], ["127.0.0.1:2000"])[0]
+    env = member_env(config, {"TF_CONFIG_FILE": "/stale.json", "KEEP": "1"}, gpus=["2", "3"])
+    assert json.loads(env["TF_CONFIG"]) == {"cluster": {"worker": ["127.0.0.1:2000"]},
+                                            "task": {"type": "worker", "index": 0}}
+    assert (env["KEEP"], env["CUDA_VISIBLE_DEVICES"], env["PYTHONUNBUFFERED"]) == ("1", "2,3", "1")
+    assert "TF_CONFIG_FILE" not in env
+    assert "CUDA_VISIBLE_DEVICES" not in member_env(config, {})
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

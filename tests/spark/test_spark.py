@@ -69,11 +69,24 @@ def test_parameter_server_job_through_the_python_api(sc, tmp_path, capsys):
     assert "[ps:0] ps:0: serve with parameter_server" in text
 
 
+def test_servers_that_never_exit_are_stopped_once_the_chief_is_done(sc, tmp_path):
+    from tfyard.launch.spark import run_command
+
+    started, lines = time.monotonic(), []
+    run_command(sc, program("member.py", "--pid_dir", tmp_path, "--listen", "--exit", "chief:0:0"),
+                num_executors=3, num_ps=1, write=lines.append)
+    assert time.monotonic() - started < 100  # the servers would sleep 120 s
+    assert sorted(lines) == ["[chief:0] hello from chief:0\n", "[ps:0] hello from ps:0\n",
+                             "[worker:0] hello from worker:0\n"]
+    pids = recorded_pids(tmp_path)
+    assert len(pids) == 3 and not any(alive(p) for ps in pids.values() for p in ps)
+
+
 def test_a_failing_member_fails_the_stage_with_its_error(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tfyard", "launch", "spark", "--master", "local[3]",
          "--num_executors", "3", "--conf", "spark.ui.enabled=false", "--",
-         *program("member.py", "--pid_dir", tmp_path, "--fail", "worker:0:3")],
+         *program("member.py", "--pid_dir", tmp_path, "--exit", "worker:0:3")],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
     assert "tfyard: launch failed: worker:0 failed with exit code 3\n" \

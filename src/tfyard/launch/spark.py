@@ -20,12 +20,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tfyard.distribute.strategy import reachable
 from tfyard.errors import UserError
 from tfyard.launch.local import (
     Member,
@@ -190,10 +188,8 @@ def _run_member(members, command, env, cwd, address, token, board) -> str:
 
             threads = [pump(procs[0].stdout, f"[{member.name}]", write)]
             threads += [pump(p.stdout, "[tensorboard]", out) for p in procs[1:]]
-            chief = config.jobs["chief"][0]
             try:
-                code = procs[0].wait() if member.job == "chief" else \
-                    _wait_unless_chief_gone(procs[0], chief)
+                code = _wait_for_chief(spark, procs[0], member.job == "chief")
             finally:
                 for proc in procs:
                     stop_group(proc, GRACE_S)
@@ -205,18 +201,36 @@ def _run_member(members, command, env, cwd, address, token, board) -> str:
     return member.name
 
 
-def _wait_unless_chief_gone(proc: subprocess.Popen, chief: str, poll: float = 1.0) -> int:
-    """Wait for a non-chief member; once the chief has come and gone, give it GRACE_S more."""
-    seen, gone_since = False, None
-    while proc.poll() is None:
-        up = reachable(chief)
-        seen = seen or up
-        gone_since = None if up or not seen else (gone_since or time.monotonic())
-        if gone_since and time.monotonic() - gone_since > GRACE_S:
+def _wait_for_chief(spark, proc: subprocess.Popen, is_chief: bool) -> int:
+    """Wait for this member; the job is over once the chief has exited 0.
+
+    Every task calls allGather once: the chief after its member succeeds, the others
+    at once from a watcher thread, which therefore returns exactly when the chief is
+    done and then gives its member GRACE_S seconds before stopping it (ps servers, an
+    evaluator). Members stopped that way count as finished.
+    """
+    if is_chief:
+        code = proc.wait()
+        if code == 0:
+            spark.allGather("chief done")
+        return code
+    stopped = threading.Event()
+
+    def stop_after_chief():
+        spark.allGather("")
+        try:
+            proc.wait(GRACE_S)
+        except subprocess.TimeoutExpired:
+            stopped.set()
             stop_group(proc, GRACE_S)
-            return 0
-        time.sleep(poll)
-    return proc.returncode
+
+    watcher = threading.Thread(target=stop_after_chief, daemon=True)
+    watcher.start()
+    code = proc.wait()
+    if code == 0 or stopped.is_set():
+        watcher.join()  # leave the barrier only together with the chief
+        return 0
+    return code
 
 
 class _LineSink:
