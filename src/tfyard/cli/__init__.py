@@ -14,7 +14,7 @@ from tfyard import __version__
 from tfyard.errors import UserError
 
 # (module, command) pairs in the order `tfyard --help` lists them.
-COMMAND_MODULES = ("cluster", "train", "launch", "pack", "models", "data")
+COMMAND_MODULES = ("cluster", "train", "launch", "pack", "models", "data", "bench")
 
 
 class Parser(argparse.ArgumentParser):

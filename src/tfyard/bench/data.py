@@ -1,0 +1,30 @@
+"""Input pipeline throughput alone: tfyard's `build_dataset` batches, no model."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from tfyard.data import build_dataset, dataset_info
+
+
+def measure(dataset: str, data_dir: str | None, batch_size: int, image_size: int | None,
+            windows: int = 5, window_batches: int = 10, warmup_batches: int = 5,
+            data_threads: int | None = None, dtype: str = "float32") -> dict:
+    """Images/sec of the training split: median of `windows` windows after a warm-up."""
+    info = dataset_info(dataset, data_dir)
+    pipeline = build_dataset(dataset, "train", data_dir, batch_size=batch_size,
+                             image_size=image_size, dtype=dtype, data_threads=data_threads)
+    iterator = iter(pipeline)
+    for _ in range(warmup_batches):
+        next(iterator)
+    rates = []
+    for _ in range(windows):
+        started = time.perf_counter()
+        for _ in range(window_batches):
+            next(iterator)
+        rates.append(window_batches * batch_size / (time.perf_counter() - started))
+    return {"dataset": dataset, "data": data_dir or dataset, "batch_size": batch_size,
+            "image_size": image_size or info.image_shape[0], "dtype": dtype,
+            "warmup_batches": warmup_batches, "windows": windows,
+            "window_batches": window_batches, "images_per_sec": statistics.median(rates)}

@@ -1,0 +1,129 @@
+"""Training throughput of tfyard's own loop (`train.loop.Trainer`), warm-up excluded.
+
+`tfyard train` would also evaluate and export at the end; a benchmark wants only the
+steps, so this builds the same strategy, model, optimizer and loop without them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import statistics
+import tempfile
+
+from tfyard import platform
+from tfyard.data import build_dataset, dataset_info
+from tfyard.distribute import strategy as strategies
+from tfyard.distribute.cluster import load_cluster_config
+from tfyard.errors import UserError
+from tfyard.models import create_model, get_spec
+from tfyard.train.options import TrainOptions, resolve_numbers
+
+
+def pin_to_core() -> int:
+    """Pin this process to one CPU core (its place in the cluster) and TF to one thread.
+
+    Must run before TensorFlow starts its thread pools; returns the core.
+    """
+    cluster = load_cluster_config()
+    place = cluster.task_index + (cluster.role == "worker" and "chief" in cluster.jobs)
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[place % len(cores)]
+    os.sched_setaffinity(0, {core})
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)  # collectives need a second
+    return core
+
+
+def median_window(rates: list[float], warmup_windows: int) -> tuple[float, int]:
+    """(median images/sec, windows counted) after dropping the warm-up windows."""
+    steady = rates[warmup_windows:]
+    if not steady:
+        raise UserError("no timed windows after warm-up; raise --steps")
+    return statistics.median(steady), len(steady)
+
+
+def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
+    """Train `options.train_steps` timed steps after `warmup_steps`; return the figures."""
+    plat = platform.resolve(options.data_dir, num_gpus=options.num_gpus, create=False)
+    cluster = load_cluster_config()
+    plan = strategies.choose(cluster, plat.num_gpus, options.ds)
+    if plan.behaviour != "train":
+        raise UserError(f"bench runs training members only, not a {cluster.role}; "
+                        "drop ps/evaluator from TF_CONFIG")
+    info = dataset_info(options.dataset, plat.data_dir)
+    spec = get_spec(options.model)
+    strategies.configure_cpu_replicas(options.cpu_replicas)
+    import tensorflow as tf
+
+    from tfyard.train.checkpoint import Checkpoints
+    from tfyard.train.job import model_input_shape
+    from tfyard.train.loop import LoopSetup, Trainer
+    from tfyard.train.optim import make_optimizer
+    from tfyard.train.report import Reporter
+
+    strategy = strategies.create_strategy(plan, cluster, plat.num_gpus)
+    replicas = strategy.num_replicas_in_sync
+    total = warmup_steps + options.train_steps
+    numbers = resolve_numbers(options.with_updates(train_steps=total), spec.family, replicas,
+                              info.num_examples["train"])
+    shape = model_input_shape(info, options.image_size)
+    policy = None if options.dtype == "float32" else f"mixed_{options.dtype}"
+    with strategy.scope():
+        model = create_model(spec.name, info.num_classes, shape, dtype_policy=policy)
+        optimizer = make_optimizer(numbers, options.momentum, options.nesterov, options.dtype)
+        optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+
+    def train_dataset(context, seed_offset):
+        return build_dataset(
+            options.dataset, "train", plat.data_dir,
+            batch_size=context.get_per_replica_batch_size(numbers.global_batch),
+            image_size=shape[0], dtype=options.dtype, input_context=context,
+            label_offset=options.label_offset, data_threads=options.data_threads)
+
+    setup = LoopSetup(
+        strategy=strategy, numbers=numbers, num_classes=info.num_classes,
+        label_smoothing=0.0,
+        l2_decay=numbers.weight_decay if numbers.optimizer == "sgd" else 0.0,
+        jit_compile=options.jit_compile, steps_per_loop=options.steps_per_loop,
+        checkpoint_every_steps=None, eval_every_steps=None,
+        train_dataset_fn=train_dataset, evaluate=None)
+    with tempfile.TemporaryDirectory(prefix="tfyard-bench-") as scratch:
+        checkpoints = Checkpoints(scratch, False, 1, model=model, optimizer=optimizer, step=step)
+        reporter = Reporter(scratch, scratch, False, True, total, numbers.steps_per_epoch)
+        trainer = Trainer(setup, model, optimizer, step, checkpoints, reporter)
+        if profile_dir:
+            tf.profiler.experimental.start(profile_dir)
+        try:
+            trainer.train()
+        finally:
+            if profile_dir:
+                tf.profiler.experimental.stop()
+            checkpoints.close()
+    rate, windows = median_window(trainer.images_per_sec,
+                                  math.ceil(warmup_steps / options.steps_per_loop))
+    return {
+        "model": spec.name, "data": plat.data_dir or options.dataset,
+        "image_size": shape[0], "dtype": options.dtype, "jit_compile": options.jit_compile,
+        "strategy": plan.strategy, "replicas": replicas, "workers": max(1, cluster.num_workers),
+        "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
+        "steps_per_loop": options.steps_per_loop, "warmup_steps": warmup_steps,
+        "timed_steps": options.train_steps, "windows": windows,
+        "images_per_sec": rate, "step_time_ms": 1000.0 * numbers.global_batch / rate,
+        **peak_memory(plat.num_gpus),
+    }
+
+
+def peak_memory(num_gpus: int) -> dict:
+    """Peak memory of the first GPU, or on CPU-only hosts this process's peak RSS."""
+    if num_gpus:
+        import tensorflow as tf
+
+        return {"peak_memory_bytes": tf.config.experimental.get_memory_info("GPU:0")["peak"],
+                "peak_memory_of": "GPU:0"}
+    return {"peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_memory_of": "host RSS (no GPU)"}

@@ -1,0 +1,162 @@
+"""`tfyard bench train|data|scaling`: images/sec of the real loop, the input pipeline, scaling."""
+
+from __future__ import annotations
+
+import json
+
+from tfyard.train.options import _positive_int
+
+_STEPS_PER_LOOP = 10
+
+
+def _add_run_arguments(parser, model: str) -> None:
+    """Flags shared by `bench train` and `bench scaling` (passed on to each member)."""
+    parser.add_argument("--model", default=model, help=f"model from `tfyard models` "
+                        f"(default: {model})")
+    parser.add_argument("--data", default="synthetic",
+                        help="`synthetic` (made on the device) or a directory of --dataset files")
+    parser.add_argument("--dataset", default="imagenet",
+                        help="format of the files in --data DIR (default: imagenet TFRecords)")
+    parser.add_argument("--image_size", type=_positive_int, default=None,
+                        help="square input size (default: the dataset's)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    parser.add_argument("--jit_compile", "--xla", dest="jit_compile", action="store_true",
+                        help="compile the step with XLA")
+    parser.add_argument("--steps", type=_positive_int, default=50, help="timed steps")
+    parser.add_argument("--warmup_steps", type=int, default=2 * _STEPS_PER_LOOP,
+                        help="steps run first and not timed (tracing, autotuning)")
+    parser.add_argument("--steps_per_loop", type=_positive_int, default=_STEPS_PER_LOOP,
+                        help="steps per tf.function call = steps per timed window")
+    parser.add_argument("--data_threads", type=_positive_int, default=None,
+                        help="input pipeline threads (default: AUTOTUNE)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def register(commands) -> None:
+    bench = commands.add_parser("bench", help="measure training, input and scaling throughput")
+    sub = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND",
+                               parser_class=type(bench))
+    train = sub.add_parser(
+        "train", help="images/sec, step time and peak memory of the tfyard training loop",
+        description="Train on this machine (or as a cluster member under TF_CONFIG) and print "
+        "the median images/sec over windows of --steps_per_loop steps, warm-up excluded.")
+    _add_run_arguments(train, "resnet50")
+    batch = train.add_mutually_exclusive_group()
+    batch.add_argument("--batch_size", type=_positive_int, default=None,
+                       help="global batch (default: the model's recipe)")
+    batch.add_argument("--per_replica_batch_size", type=_positive_int, default=None)
+    train.add_argument("--num_gpus", "--num-gpus", default=None,
+                       help="GPUs to use (env TFYARD_NUM_GPUS; default: all visible)")
+    train.add_argument("--pin_cpu", action="store_true",
+                       help="pin this process to one core (its cluster place), one TF thread")
+    train.add_argument("--profile", metavar="DIR", default=None,
+                       help="write a TensorFlow profiler trace of the run to DIR (TensorBoard)")
+    train.set_defaults(func=_train)
+
+    data = sub.add_parser("data", help="images/sec of the input pipeline alone")
+    data.add_argument("--dataset", default="imagenet", help="dataset name (default: imagenet)")
+    data.add_argument("--data_dir", "--data-dir", default=None, help="its files")
+    data.add_argument("--batch_size", type=_positive_int, default=64)
+    data.add_argument("--image_size", type=_positive_int, default=None)
+    data.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    data.add_argument("--windows", type=_positive_int, default=5, help="timed windows")
+    data.add_argument("--window_batches", type=_positive_int, default=10)
+    data.add_argument("--warmup_batches", type=int, default=5)
+    data.add_argument("--data_threads", type=_positive_int, default=None)
+    data.add_argument("--json", action="store_true", help="print one JSON object")
+    data.set_defaults(func=_data)
+
+    scaling = sub.add_parser(
+        "scaling", help="images/sec on 1..N GPUs (or pinned CPU workers) and efficiency",
+        description="Run `bench train` on 1, 2, ... N GPUs; on a CPU-only machine on 1..N "
+        "worker processes, one pinned per core, all-reducing over loopback.")
+    _add_run_arguments(scaling, "cifar_resnet20")
+    scaling.add_argument("--max_gpus", type=_positive_int, required=True,
+                         help="largest number of GPUs (or CPU workers) to measure")
+    scaling.add_argument("--per_replica_batch_size", type=_positive_int, default=64,
+                         help="batch per device, fixed across rows (default: 64)")
+    scaling.set_defaults(func=_scaling)
+    bench.set_defaults(func=lambda args: bench.print_help() or 2)
+
+
+def _train(args) -> int:
+    if args.pin_cpu:
+        from tfyard.bench.train import pin_to_core
+
+        pin_to_core()
+    from tfyard.bench.train import measure
+    from tfyard.train.options import TrainOptions
+
+    synthetic = args.data == "synthetic"
+    options = TrainOptions(
+        model=args.model, dataset="synthetic" if synthetic else args.dataset,
+        data_dir=None if synthetic else args.data, num_gpus=args.num_gpus,
+        batch_size=args.batch_size, per_replica_batch_size=args.per_replica_batch_size,
+        train_steps=args.steps, steps_per_loop=args.steps_per_loop, dtype=args.dtype,
+        jit_compile=args.jit_compile, image_size=args.image_size,
+        data_threads=1 if args.pin_cpu else args.data_threads, export=False, quiet=True)
+    result = measure(options, args.warmup_steps, args.profile)
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+        return 0
+    print(f"bench train: {result['model']} on {result['data']} {result['image_size']}px, "
+          f"{result['dtype']}, XLA {'on' if result['jit_compile'] else 'off'}, "
+          f"{result['strategy']} x{result['replicas']}, global batch {result['global_batch']}")
+    print(f"  images/sec   {result['images_per_sec']:10.1f}  (median of {result['windows']} "
+          f"windows of {result['steps_per_loop']} steps; {result['warmup_steps']} warm-up "
+          "steps excluded)")
+    print(f"  step time    {result['step_time_ms']:10.1f} ms")
+    print(f"  peak memory  {result['peak_memory_bytes'] / 2**20:10.1f} MiB "
+          f"({result['peak_memory_of']})")
+    return 0
+
+
+def _data(args) -> int:
+    from tfyard.bench.data import measure
+
+    result = measure(args.dataset, args.data_dir, args.batch_size, args.image_size,
+                     args.windows, args.window_batches, args.warmup_batches,
+                     args.data_threads, args.dtype)
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+        return 0
+    print(f"bench data: {result['dataset']} from {result['data']}, batch "
+          f"{result['batch_size']}, {result['image_size']}px {result['dtype']}")
+    print(f"  images/sec   {result['images_per_sec']:10.1f}  (median of {result['windows']} "
+          f"windows of {result['window_batches']} batches; {result['warmup_batches']} "
+          "warm-up batches excluded)")
+    return 0
+
+
+def member_args(args) -> list[str]:
+    """The `bench train` flags each scaling member runs with."""
+    argv = ["--model", args.model, "--data", args.data, "--dataset", args.dataset,
+            "--dtype", args.dtype, "--steps", str(args.steps),
+            "--warmup_steps", str(args.warmup_steps),
+            "--steps_per_loop", str(args.steps_per_loop),
+            "--per_replica_batch_size", str(args.per_replica_batch_size)]
+    for flag, value in (("--image_size", args.image_size),
+                        ("--data_threads", args.data_threads)):
+        if value:
+            argv += [flag, str(value)]
+    return argv + (["--jit_compile"] if args.jit_compile else [])
+
+
+def _scaling(args) -> int:
+    from tfyard.bench.scaling import measure
+
+    def show(row):
+        if not args.json:
+            print(f"  {row['devices']:>7}  {row['images_per_sec']:12.1f}  "
+                  f"{row['step_time_ms']:10.1f}  {row['efficiency']:10.0%}", flush=True)
+
+    if not args.json:
+        print(f"bench scaling: {args.model}, {args.per_replica_batch_size} per device")
+        print(f"  {'devices':>7}  {'images/sec':>12}  {'step ms':>10}  {'efficiency':>10}",
+              flush=True)
+    result = measure(member_args(args), args.max_gpus, show)
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(f"  devices: {result['device']}")
+    return 0
