@@ -78,6 +78,11 @@ def member_env(config: ClusterConfig, base: dict[str, str] | None = None,
     return env
 
 
+def check_command(command: Sequence[str]) -> None:
+    if not command:
+        raise UserError("no command to run; put it after `--`, e.g. -- python train.py")
+
+
 def spawn(command: Sequence[str], env: dict[str, str]) -> subprocess.Popen:
     """Start `command` in a new session (its own process group), output merged on a pipe.
 
@@ -171,7 +176,6 @@ class _Job:
         self.members = members
         self.write = write
         self.procs: list[subprocess.Popen] = []
-        self.stopped: set[int] = set()
         self.threads: list[threading.Thread] = []
 
     def start(self, configs, command, env) -> None:
@@ -193,7 +197,7 @@ class _Job:
         while True:
             for i, proc in enumerate(self.procs):
                 code = proc.poll()
-                if code not in (None, 0) and i not in self.stopped:
+                if code not in (None, 0):
                     return self.members[i], code
             if lead_done_at is None and self.procs[lead].poll() == 0:
                 lead_done_at = time.monotonic()
@@ -209,7 +213,6 @@ class _Job:
 
     def stop(self, grace: float) -> None:
         """End every member still running, whole process groups, then drain their output."""
-        self.stopped.update(i for i, p in enumerate(self.procs) if p.poll() is None)
         for proc in self.procs:
             _signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + grace
@@ -228,8 +231,7 @@ def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int
     the same addresses (the program resumes from its latest checkpoint). SIGINT and
     SIGTERM stop every member and give return code 128 + signal.
     """
-    if not command:
-        raise UserError("no command to run; put it after `--`, e.g. -- python train.py")
+    check_command(command)
     if max_restarts < 0:
         raise UserError("--max_restarts must be 0 or more")
     members = roster(workers, chief, ps, evaluator)

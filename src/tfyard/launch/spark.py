@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from tfyard.errors import UserError
 from tfyard.launch.local import (
     Member,
+    check_command,
     describe_exit,
     locked_writer,
     member_env,
@@ -103,8 +104,7 @@ def spark_context(master: str, conf: Sequence[str] = (), app_name: str = "tfyard
 def run_command(sc, command: Sequence[str], num_executors: int, num_ps: int = 0,
                 evaluator: bool = False, write: Callable[[str], None] | None = None) -> None:
     """Run `command` as every member of the cluster, one barrier task each."""
-    if not command:
-        raise UserError("no command to run; put it after `--`, e.g. -- python train.py")
+    check_command(command)
     members = spark_roster(num_executors, num_ps, evaluator)
     _run_stage(sc, members, lambda _ctx, _dir: list(command), write)
 
