@@ -144,10 +144,10 @@ def _run_stage(sc, members, command, write, board=None) -> None:
         try:
             rdd.collect()
         except Exception as exc:  # py4j wraps the task's error in the driver's exception
-            raise MemberFailed(_member_error(str(exc), members)) from None
+            raise MemberFailed(_member_error(str(exc))) from None
 
 
-def _member_error(text: str, members: Sequence[Member]) -> str:
+def _member_error(text: str) -> str:
     """The first member failure in a Spark error text, with that member's last lines."""
     match = _FAILED.search(text)
     if not match:

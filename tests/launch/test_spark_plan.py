@@ -1,0 +1,36 @@
+"""The Spark launcher's pure parts: who each task is, and how a stage failure is reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfyard.errors import UserError
+from tfyard.launch.spark import Context, _member_error, spark_roster
+
+
+def test_tasks_are_ps_then_chief_then_workers_then_evaluator():
+    names = [m.name for m in spark_roster(5, num_ps=1, evaluator=True)]
+    assert names == ["ps:0", "chief:0", "worker:0", "worker:1", "evaluator:0"]
+    assert [m.name for m in spark_roster(1)] == ["chief:0"]
+
+
+def test_too_few_executors_are_refused_with_the_fix():
+    with pytest.raises(UserError, match="2 executor.* 2 ps \\+ 1 chief; raise --num_executors"):
+        spark_roster(2, num_ps=2)
+
+
+def test_the_first_member_failure_is_cut_out_of_sparks_error_text():
+    text = ("Job aborted ... RuntimeError: tfyard: worker:1 failed with signal SIGKILL\n"
+            "[worker:1] step 3\n[worker:1] step 4\n\n\tat org.apache...\n"
+            "RuntimeError: tfyard: chief:0 failed with exit code 1\n")
+    assert _member_error(text) == \
+        "worker:1 failed with signal SIGKILL\n[worker:1] step 3\n[worker:1] step 4"
+    assert _member_error("py4j error\nExecutor lost\n") == \
+        "the Spark stage failed: Executor lost"
+
+
+def test_context_paths_are_absolute_against_the_driver_directory():
+    ctx = Context(0, "chief", 0, {"chief": ["h:1"]}, 1, "/jobs/run1")
+    assert ctx.absolute_path("data/cifar") == "/jobs/run1/data/cifar"
+    assert ctx.absolute_path("/abs") == "/abs"
+    assert ctx.absolute_path("hdfs://nn/x") == "hdfs://nn/x"
