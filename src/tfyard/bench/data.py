@@ -5,17 +5,18 @@ from __future__ import annotations
 import statistics
 import time
 
-from tfyard.data import build_dataset, dataset_info
+from tfyard.data import build_dataset
 
 
 def measure(dataset: str, data_dir: str | None, batch_size: int, image_size: int | None,
             windows: int = 5, window_batches: int = 10, warmup_batches: int = 5,
             data_threads: int | None = None, dtype: str = "float32") -> dict:
-    """Images/sec of the training split: median of `windows` windows after a warm-up."""
-    info = dataset_info(dataset, data_dir)
+    """Images/sec of the training split: median of `windows` windows after a warm-up
+    (the first batch, which also gives the image size, plus `warmup_batches`)."""
     pipeline = build_dataset(dataset, "train", data_dir, batch_size=batch_size,
                              image_size=image_size, dtype=dtype, data_threads=data_threads)
     iterator = iter(pipeline)
+    size = int(next(iterator)[0].shape[1])
     for _ in range(warmup_batches):
         next(iterator)
     rates = []
@@ -25,6 +26,6 @@ def measure(dataset: str, data_dir: str | None, batch_size: int, image_size: int
             next(iterator)
         rates.append(window_batches * batch_size / (time.perf_counter() - started))
     return {"dataset": dataset, "data": data_dir or dataset, "batch_size": batch_size,
-            "image_size": image_size or info.image_shape[0], "dtype": dtype,
+            "image_size": size, "dtype": dtype,
             "warmup_batches": warmup_batches, "windows": windows,
             "window_batches": window_batches, "images_per_sec": statistics.median(rates)}

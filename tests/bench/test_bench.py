@@ -1,0 +1,126 @@
+"""`tfyard bench`: the commands run the real loop and pipeline and report the promised fields.
+
+No timing assertions: only that the figures exist, are positive and describe the run asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfyard.bench.train import median_window
+from tfyard.cli import build_parser, main
+from tfyard.cli.bench import member_args
+from tfyard.errors import UserError
+
+TINY = ["--model", "cifar_resnet20", "--image_size", "16", "--steps", "4",
+        "--warmup_steps", "2", "--steps_per_loop", "2"]
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def jpeg_records(tmp_path_factory):
+    """ImageNet-named shards (two train, one validation) of JPEGs, by tfyard's converter."""
+    from tfyard.data.convert import Item, write_shard
+
+    root = tmp_path_factory.mktemp("imagenet")
+    rng = np.random.RandomState(0)
+    for name in ("train-00000-of-00002", "train-00001-of-00002", "validation-00000-of-00001"):
+        items = [Item(int(rng.randint(1, 1001)), "class", pixels=rng.randint(
+            0, 256, (40, 48, 3)).astype(np.uint8), pixel_format="JPEG") for _ in range(12)]
+        write_shard(str(root / name), items)
+    return str(root)
+
+
+def test_train_json_has_the_figures(capsys):
+    result = run_json(capsys, "bench", "train", *TINY, "--batch_size", "8", "--json")
+    assert result["model"] == "cifar_resnet20"
+    assert result["data"] == "synthetic" and result["image_size"] == 16
+    assert result["global_batch"] == 8 and result["strategy"] == "one_device"
+    assert (result["warmup_steps"], result["timed_steps"], result["windows"]) == (2, 4, 2)
+    assert result["images_per_sec"] > 0
+    assert result["step_time_ms"] == pytest.approx(1000 * 8 / result["images_per_sec"])
+    assert result["peak_memory_bytes"] > 50 * 2**20
+    assert result["peak_memory_of"] == "host RSS (no GPU)"
+
+
+def test_train_prints_rate_step_time_and_memory(capsys):
+    assert main(["bench", "train", *TINY, "--batch_size", "4", "--dtype", "bfloat16"]) == 0
+    out = capsys.readouterr().out
+    assert "cifar_resnet20 on synthetic 16px, bfloat16, XLA off" in out
+    for label in ("images/sec", "step time", "peak memory", "2 warm-up steps excluded"):
+        assert label in out
+
+
+def test_train_and_data_on_jpeg_tfrecords(capsys, jpeg_records):
+    trained = run_json(capsys, "bench", "train", *TINY, "--batch_size", "4",
+                       "--data", jpeg_records, "--json")
+    assert trained["data"] == jpeg_records and trained["images_per_sec"] > 0
+    data = run_json(capsys, "bench", "data", "--dataset", "imagenet", "--data_dir",
+                    jpeg_records, "--batch_size", "4", "--image_size", "32", "--windows", "3",
+                    "--window_batches", "2", "--warmup_batches", "1", "--json")
+    assert (data["dataset"], data["batch_size"], data["image_size"]) == ("imagenet", 4, 32)
+    assert data["windows"] == 3 and data["images_per_sec"] > 0
+
+
+def test_data_on_a_missing_directory_is_a_user_error(capsys, tmp_path):
+    assert main(["bench", "data", "--data_dir", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tfyard: error:") and len(err.splitlines()) == 1
+
+
+def test_scaling_beyond_the_cores_is_a_user_error(capsys):
+    cores = len(os.sched_getaffinity(0))
+    assert main(["bench", "scaling", "--max_gpus", str(cores + 1)]) == 2
+    err = capsys.readouterr().err
+    assert f"only {cores} core(s)" in err and f"--max_gpus {cores} or less" in err
+
+
+def test_scaling_members_get_the_same_run_flags():
+    parser = build_parser()
+    args = parser.parse_args(["bench", "scaling", "--max_gpus", "2", *TINY, "--dtype",
+                              "bfloat16", "--xla", "--per_replica_batch_size", "16"])
+    member = parser.parse_args(["bench", "train", *member_args(args)])
+    shared = ("model", "data", "dataset", "image_size", "dtype", "jit_compile", "steps",
+              "warmup_steps", "steps_per_loop", "data_threads")
+    assert {k: getattr(member, k) for k in shared} == {k: getattr(args, k) for k in shared}
+    assert member.per_replica_batch_size == 16 and member.batch_size is None
+
+
+def test_median_window_drops_the_warm_up():
+    assert median_window([1.0, 50.0, 10.0, 30.0, 20.0], 2) == (20.0, 3)
+    with pytest.raises(UserError):
+        median_window([1.0, 2.0], 2)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["bench", "train", "--help"]])
+def test_help_does_not_import_tensorflow(argv):
+    """The start-up target (`tfyard --help` under 0.5 s) rests on this."""
+    code = ("import sys; from tfyard.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.cluster
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPU cores")
+def test_scaling_on_two_pinned_cpu_workers(capsys):
+    result = run_json(capsys, "bench", "scaling", *TINY, "--per_replica_batch_size", "4",
+                      "--max_gpus", "2", "--json")
+    assert result["device"].startswith("CPU core")
+    one, two = result["rows"]
+    assert (one["devices"], one["strategy"], one["global_batch"]) == (1, "one_device", 4)
+    assert (two["devices"], two["strategy"], two["global_batch"]) == (
+        2, "multi_worker_mirrored", 8)
+    assert one["efficiency"] == 1.0
+    assert two["efficiency"] == pytest.approx(two["images_per_sec"] / (2 * one["images_per_sec"]))
