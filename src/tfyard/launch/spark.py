@@ -126,8 +126,11 @@ def run_function(sc, main_fun: Callable, args: Sequence[str], num_executors: int
             pickle.dump((payload, ctx), handle)
         return [sys.executable, "-m", "tfyard.launch.spark", path]
 
-    board = [sys.executable, "-m", "tensorboard.main", "--logdir", log_dir or "", "--port", "0",
-             "--bind_all"] if tensorboard else None
+    board = None
+    if tensorboard:  # on the chief's executor, next to its member
+        logdir = log_dir if "://" in log_dir else os.path.abspath(log_dir)
+        board = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", "0",
+                 "--bind_all"]
     _run_stage(sc, members, command, write, board)
 
 
