@@ -37,8 +37,7 @@ def _bn_statistics(model) -> int:
                if w.name in ("moving_mean", "moving_variance"))
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("resnet50", 25_557_032),
+@pytest.mark.parametrize(("name", "expected"), [  # resnet50: tests/models/test_cli.py
     ("resnet101", 44_549_160),
     ("vgg_19", 143_667_240),
 ])
@@ -52,11 +51,6 @@ def test_cifar_resnet56_has_085_million_parameters():
     model = create_model("cifar_resnet56", 10)
     assert count_params(model) == 853_018  # He et al. table 6: 0.85 M (option A shortcuts)
     assert len([w for w in model.trainable_weights if w.name == "kernel"]) == 56
-
-
-def test_resnet50_multiply_adds_at_224():
-    macs = multiply_adds(_full("resnet50"))
-    assert 4.0e9 < macs < 4.2e9
 
 
 def test_multiply_adds_counts_each_priced_layer():
@@ -89,7 +83,7 @@ def test_mixed_precision_computes_low_and_emits_float32_logits(name, policy):
     shape = MODELS[name].input_shape[:2]
     size = min(min_input_size(name), shape[0])
     model = create_model(name, 5, (size, size, MODELS[name].input_shape[2]), policy)
-    low = "float16" if policy.endswith("float16") and "bfloat" not in policy else "bfloat16"
+    low = "bfloat16" if "bfloat16" in policy else "float16"
     convs = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)]
     assert convs and all(layer.compute_dtype == low for layer in convs)
     assert all(w.dtype == "float32" for w in model.trainable_weights)
@@ -145,6 +139,14 @@ def test_weight_paths_are_stable_between_builds():
     create_model("cifar_resnet20", 10)
     again = [[w.path for w in create_model(name, 10, (32, 32, 3)).weights] for name in names]
     assert again == first
+
+
+def test_keras_file_round_trip_needs_no_custom_code(tmp_path):
+    model = _tiny("cifar_resnet20")
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    images = np.random.default_rng(1).uniform(size=(2, *model.input_shape[1:]))
+    np.testing.assert_allclose(loaded(images), model(images), rtol=1e-5, atol=1e-6)
 
 
 def test_user_errors_for_bad_arguments():

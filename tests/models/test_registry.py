@@ -62,6 +62,7 @@ def test_resolve_alias_rejects_what_does_not_exist():
 def test_min_input_size():
     assert min_input_size("inception_v3") == 75
     assert min_input_size("resnet50") == 32
+    assert min_input_size("cifar_resnet20") == 8
     assert min_input_size("mnist_cnn") == 28
 
 

@@ -24,12 +24,13 @@ def register(commands) -> None:
 
 
 def list_models(args) -> int:
-    import keras
-
-    from tfyard.models import count_params, create_model, get_spec, multiply_adds
-
-    specs = [get_spec(n) for n in args.names] or list(registry.MODELS.values())
+    specs = [registry.get_spec(n) for n in args.names] or list(registry.MODELS.values())
     specs = [s for s in specs if args.family in (None, s.family)]
+
+    import keras  # after the name checks: a typo fails fast, without TensorFlow
+
+    from tfyard.models import count_params, create_model, multiply_adds
+
     if not args.json:
         print(f"{'name':<20} {'family':<9} {'input':<12} {'params':>12}"
               + (f" {'GMACs':>8}" if args.flops else "") + "  description")

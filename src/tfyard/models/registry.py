@@ -63,6 +63,7 @@ def _slim_table() -> dict[str, SlimApp]:
 
 SLIM_APPS = _slim_table()
 
+
 def _registry() -> dict[str, ModelSpec]:
     specs = [
         ModelSpec(f"resnet{d}", "imagenet", (224, 224, 3), f"ResNet-{d} v1.5 for ImageNet")
@@ -74,7 +75,7 @@ def _registry() -> dict[str, ModelSpec]:
         for d in CIFAR_DEPTHS
     ]
     specs += [
-        ModelSpec("mnist_cnn", "mnist", (28, 28, 1), "Keras MNIST example convnet (2 conv, 34.8k)"),
+        ModelSpec("mnist_cnn", "mnist", (28, 28, 1), "Keras MNIST example: 2 conv + pool, dropout"),
         ModelSpec("mnist_mlp", "mnist", (28, 28, 1), "2 hidden layers of 512 with dropout"),
     ]
     specs += [
