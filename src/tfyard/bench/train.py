@@ -38,12 +38,12 @@ def pin_to_core() -> int:
     return core
 
 
-def median_window(rates: list[float], warmup_windows: int) -> tuple[float, int]:
-    """(median images/sec, windows counted) after dropping the warm-up windows."""
+def steady_windows(rates: list[float], warmup_windows: int) -> list[float]:
+    """The per-window images/sec left after dropping the warm-up windows."""
     steady = rates[warmup_windows:]
     if not steady:
         raise UserError("no timed windows after warm-up; raise --steps")
-    return statistics.median(steady), len(steady)
+    return steady
 
 
 def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
@@ -104,15 +104,17 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
             if profile_dir:
                 tf.profiler.experimental.stop()
             checkpoints.close()
-    rate, windows = median_window(trainer.images_per_sec,
-                                  math.ceil(warmup_steps / options.steps_per_loop))
+    windows = steady_windows(trainer.images_per_sec,
+                             math.ceil(warmup_steps / options.steps_per_loop))
+    rate = statistics.median(windows)
     return {
         "model": spec.name, "data": plat.data_dir or options.dataset,
         "image_size": shape[0], "dtype": options.dtype, "jit_compile": options.jit_compile,
         "strategy": plan.strategy, "replicas": replicas, "workers": max(1, cluster.num_workers),
         "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
         "steps_per_loop": options.steps_per_loop, "warmup_steps": warmup_steps,
-        "timed_steps": options.train_steps, "windows": windows,
+        "timed_steps": options.train_steps, "windows": len(windows),
+        "window_images_per_sec": windows,
         "images_per_sec": rate, "step_time_ms": 1000.0 * numbers.global_batch / rate,
         **peak_memory(plat.num_gpus),
     }
