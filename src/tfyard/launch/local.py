@@ -179,25 +179,38 @@ class _Job:
         self.threads: list[threading.Thread] = []
 
     def start(self, configs, command, env) -> None:
-        for member, config in zip(self.members, configs, strict=True):
-            proc = spawn(command, member_env(config, env))
-            self.procs.append(proc)
-            self.threads.append(pump(proc.stdout, f"[{member.name}]", self.write))
-            self.write(f"tfyard: started {member.name} (pid {proc.pid}) at {config.address}\n")
+        self.procs = [None] * len(self.members)
+        self.threads = [None] * len(self.members)
+        for i, config in enumerate(configs):
+            self.spawn(i, config, command, env)
+
+    def spawn(self, i: int, config, command, env) -> None:
+        """Start (or start again) member `i` with its own TF_CONFIG."""
+        member = self.members[i]
+        proc = spawn(command, member_env(config, env))
+        self.procs[i] = proc
+        self.threads[i] = pump(proc.stdout, f"[{member.name}]", self.write)
+        self.write(f"tfyard: started {member.name} (pid {proc.pid}) at {config.address}\n")
 
     def coordinator(self) -> int:
         """Index of the member whose success ends the job: the chief, else worker:0."""
         names = [m.name for m in self.members]
         return names.index("chief:0") if "chief:0" in names else names.index("worker:0")
 
-    def watch(self, grace: float, poll: float = 0.1) -> tuple[Member | None, int]:
-        """Wait until the job ends; returns (the failed member or None, its exit code)."""
+    def watch(self, grace: float, poll: float = 0.1,
+              replace: Callable[[int, int], bool] = lambda i, code: False,
+              ) -> tuple[Member | None, int]:
+        """Wait until the job ends; returns (the failed member or None, its exit code).
+
+        `replace(i, code)` may restart failed member `i` on its own and return True, in
+        which case the job goes on.
+        """
         lead = self.coordinator()
         lead_done_at = None
         while True:
             for i, proc in enumerate(self.procs):
                 code = proc.poll()
-                if code not in (None, 0):
+                if code not in (None, 0) and not replace(i, code):
                     return self.members[i], code
             if lead_done_at is None and self.procs[lead].poll() == 0:
                 lead_done_at = time.monotonic()
@@ -213,13 +226,15 @@ class _Job:
 
     def stop(self, grace: float) -> None:
         """End every member still running, whole process groups, then drain their output."""
-        for proc in self.procs:
+        procs = [proc for proc in self.procs if proc is not None]
+        for proc in procs:
             _signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        for proc in self.procs:
+        for proc in procs:
             stop_group(proc, max(0.0, deadline - time.monotonic()))
         for thread in self.threads:
-            thread.join(timeout=5)
+            if thread is not None:
+                thread.join(timeout=5)
 
 
 def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int = 0,
@@ -228,7 +243,8 @@ def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int
     """Run `command` once per member with its own TF_CONFIG until the job ends.
 
     A failing member stops the rest; with `max_restarts` the whole job starts again on
-    the same addresses (the program resumes from its latest checkpoint). SIGINT and
+    the same addresses (the program resumes from its latest checkpoint), except that a
+    worker of a parameter-server job restarts alone while the chief carries on. SIGINT and
     SIGTERM stop every member and give return code 128 + signal.
     """
     check_command(command)
@@ -244,9 +260,22 @@ def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int
             restarts = 0
             while True:
                 job = _Job(members, write)
+
+                def replace_ps_worker(i: int, code: int, job: _Job = job) -> bool:
+                    """Under PS a worker restarts alone: the chief's ClusterCoordinator
+                    re-schedules its steps on the others and takes it back when it returns."""
+                    nonlocal restarts
+                    if not ps or members[i].job != "worker" or restarts >= max_restarts:
+                        return False
+                    restarts += 1
+                    write(f"tfyard: {members[i].name} failed with {describe_exit(code)}; "
+                          f"restarting it alone ({restarts}/{max_restarts})\n")
+                    job.spawn(i, configs[i], command, env)
+                    return True
+
                 try:
                     job.start(configs, command, env)
-                    failed, code = job.watch(grace)
+                    failed, code = job.watch(grace, replace=replace_ps_worker)
                 finally:
                     job.stop(grace)
                 if failed is None:

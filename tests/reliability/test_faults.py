@@ -1,0 +1,100 @@
+"""Faults survived: members killed mid-training, cut-short saves, full disks, missing peers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
+from tests.train.conftest import read_json, read_jsonl
+
+pytestmark = pytest.mark.cluster
+STEPS = ["--train_steps", "60", "--checkpoint_every_steps", "10"]
+
+
+def kill_after_checkpoint(proc, output_dir, task_type, index):
+    """SIGKILL task_type:index once a checkpoint past step 0 exists; returns that step."""
+    wait_for(lambda: latest_checkpoint_step(output_dir) >= 10
+             and member_pid(task_type, index) is not None, proc)
+    step = latest_checkpoint_step(output_dir)
+    os.kill(member_pid(task_type, index), signal.SIGKILL)
+    return step
+
+
+@pytest.fixture(scope="module")
+def unkilled(tmp_path_factory, digits_cache):
+    """The same two-worker job, never killed: the reference for accuracy."""
+    out = tmp_path_factory.mktemp("unkilled")
+    proc = start_job(out, digits_cache, ["--workers", "2"], *STEPS)
+    output = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, output[-4000:]
+    return read_json(out / "summary.json")
+
+
+@pytest.mark.parametrize("layout, victim", [
+    (["--workers", "2"], ("worker", 1)),
+    (["--chief", "--workers", "1"], ("chief", 0)),
+])
+def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_cache, unkilled,
+                                                       layout, victim):
+    proc = start_job(tmp_path, digits_cache, layout, *STEPS)
+    killed_at = kill_after_checkpoint(proc, tmp_path, *victim)
+    output = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, output[-4000:]
+    assert f"{victim[0]}:{victim[1]} failed with signal SIGKILL" in output
+    summary = read_json(tmp_path / "summary.json")
+    assert summary["final_step"] == 60
+    assert killed_at <= summary["resumed_from_step"] < 60
+    assert summary["resumed_from_step"] % 10 == 0      # a checkpoint, at most one interval lost
+    assert abs(summary["eval"]["top1"] - unkilled["eval"]["top1"]) <= 0.15
+
+
+def test_killed_parameter_server_worker_is_replaced_without_a_job_restart(tmp_path,
+                                                                         digits_cache):
+    proc = start_job(tmp_path, digits_cache, ["--chief", "--workers", "2", "--ps", "1"],
+                     "--train_steps", "80", "--checkpoint_every_steps", "20")
+    kill_after_checkpoint(proc, tmp_path, "worker", 1)
+    output = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, output[-4000:]
+    assert "worker:1 failed with signal SIGKILL; restarting it alone" in output
+    assert "restarting the job" not in output
+    summary = read_json(tmp_path / "summary.json")
+    assert summary["final_step"] == 80 and summary["resumed_from_step"] == 0
+    steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert steps == sorted(set(steps)) and steps[-1] == 80
+
+
+def test_a_member_that_never_comes_up_is_named(tmp_path):
+    from tfyard.launch.ports import reserved_ports
+
+    with reserved_ports(2) as (mine, missing):
+        tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{mine}",
+                                                       f"127.0.0.1:{missing}"]},
+                                "task": {"type": "worker", "index": 0}})
+        result = run_tfyard("train", "--train_steps", "1", "--output_dir", tmp_path,
+                            "--num_gpus", "0", "--startup_timeout", "15", "--quiet",
+                            env={"TF_CONFIG": tf_config}, timeout=120)
+    assert result.returncode != 0
+    line = next(x for x in result.stderr.splitlines() if x.startswith("tfyard: error:"))
+    assert line.startswith("tfyard: error: worker:0 gave up after 15s waiting for worker:1 at "
+                           f"127.0.0.1:{missing}")
+    assert "--startup_timeout" in line
+
+
+def test_a_ps_task_whose_chief_never_comes_up_gives_up(tmp_path):
+    from tfyard.launch.ports import reserved_ports
+
+    with reserved_ports(3) as (chief, worker, ps):
+        tf_config = json.dumps({"cluster": {"chief": [f"127.0.0.1:{chief}"],
+                                            "worker": [f"127.0.0.1:{worker}"],
+                                            "ps": [f"127.0.0.1:{ps}"]},
+                                "task": {"type": "ps", "index": 0}})
+        result = run_tfyard("train", "--output_dir", tmp_path, "--num_gpus", "0",
+                            "--startup_timeout", "5", env={"TF_CONFIG": tf_config},
+                            timeout=120)
+    assert result.returncode == 2
+    assert f"chief at 127.0.0.1:{chief} did not come up within 5s" in result.stderr
