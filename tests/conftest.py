@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +28,13 @@ def run_tfyard(*args, env=None, timeout=600, cwd=None) -> subprocess.CompletedPr
         [sys.executable, "-m", "tfyard", *map(str, args)],
         capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd,
     )
+
+
+@pytest.fixture(scope="session")
+def digits_work(tmp_path_factory) -> Path:
+    """One materialised copy of the digits TFRecords shared by every training test."""
+    work = tmp_path_factory.mktemp("digits-work")
+    from tfyard.data import dataset_info
+
+    dataset_info("digits", cache_dir=str(work))
+    return work

@@ -26,10 +26,10 @@ def kill_after_checkpoint(proc, output_dir, task_type, index):
 
 
 @pytest.fixture(scope="module")
-def unkilled(tmp_path_factory, digits_cache):
+def unkilled(tmp_path_factory, digits_work):
     """The same two-worker job, never killed: the reference for accuracy."""
     out = tmp_path_factory.mktemp("unkilled")
-    proc = start_job(out, digits_cache, ["--workers", "2"], *STEPS)
+    proc = start_job(out, digits_work, ["--workers", "2"], *STEPS)
     output = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, output[-4000:]
     return read_json(out / "summary.json")
@@ -39,9 +39,9 @@ def unkilled(tmp_path_factory, digits_cache):
     (["--workers", "2"], ("worker", 1)),
     (["--chief", "--workers", "1"], ("chief", 0)),
 ])
-def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_cache, unkilled,
+def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, unkilled,
                                                        layout, victim):
-    proc = start_job(tmp_path, digits_cache, layout, *STEPS)
+    proc = start_job(tmp_path, digits_work, layout, *STEPS)
     killed_at = kill_after_checkpoint(proc, tmp_path, *victim)
     output = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, output[-4000:]
@@ -54,8 +54,8 @@ def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_cache, u
 
 
 def test_killed_parameter_server_worker_is_replaced_without_a_job_restart(tmp_path,
-                                                                         digits_cache):
-    proc = start_job(tmp_path, digits_cache, ["--chief", "--workers", "2", "--ps", "1"],
+                                                                         digits_work):
+    proc = start_job(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1"],
                      "--train_steps", "80", "--checkpoint_every_steps", "20")
     kill_after_checkpoint(proc, tmp_path, "worker", 1)
     output = proc.communicate(timeout=600)[0]

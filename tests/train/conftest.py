@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import run_tfyard
 
 # Small enough for 2 CPU cores, big enough that learning shows: 16x16 digits, batch 32.
@@ -21,16 +19,6 @@ def read_json(path: Path) -> dict:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-@pytest.fixture(scope="session")
-def digits_cache(tmp_path_factory) -> Path:
-    """One materialised copy of the digits TFRecords shared by every training test."""
-    work = tmp_path_factory.mktemp("digits-work")
-    from tfyard.data import dataset_info
-
-    dataset_info("digits", cache_dir=str(work))
-    return work
 
 
 def train(output_dir: Path, work_dir: Path, *extra, env=None):

@@ -20,10 +20,10 @@ def launch(tmp_path, work, layout: list[str], *train_flags):
     return result
 
 
-def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_cache):
-    launch(tmp_path, digits_cache, ["--workers", "2"], "--train_steps", "40",
+def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work):
+    launch(tmp_path, digits_work, ["--workers", "2"], "--train_steps", "40",
            "--eval_every_epochs", "100")
-    members = digits_cache / "members"
+    members = digits_work / "members"
     first, second = read_json(members / "worker-0.json"), read_json(members / "worker-1.json")
     assert first["strategy"] == "multi_worker_mirrored" and first["replicas"] == 2
     assert first["final_step"] == second["final_step"] == 40
@@ -33,8 +33,8 @@ def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_cach
     assert read_json(tmp_path / "summary.json")["eval"]["top1"] > 0.2
 
 
-def test_parameter_server_cluster_with_evaluator(tmp_path, digits_cache):
-    launch(tmp_path, digits_cache, ["--chief", "--workers", "2", "--ps", "1", "--evaluator"],
+def test_parameter_server_cluster_with_evaluator(tmp_path, digits_work):
+    launch(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1", "--evaluator"],
            "--train_steps", "40", "--checkpoint_every_steps", "20")
     summary = read_json(tmp_path / "summary.json")
     assert summary["strategy"] == "parameter_server" and summary["final_step"] == 40

@@ -10,10 +10,10 @@ from tests.train.conftest import read_json, read_jsonl, train
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, digits_cache):
+def finished_run(tmp_path_factory, digits_work):
     """One short run that every test in this module inspects."""
     out = tmp_path_factory.mktemp("run")
-    train(out, digits_cache, "--train_steps", "60", "--eval_every_epochs", "1",
+    train(out, digits_work, "--train_steps", "60", "--eval_every_epochs", "1",
           "--checkpoint_every_steps", "20")
     return out
 
@@ -82,19 +82,19 @@ def test_plot_writes_curves(finished_run):
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
-def test_resume_continues_from_the_last_checkpoint(tmp_path, digits_cache):
-    train(tmp_path, digits_cache, "--train_steps", "20", "--no_export")
+def test_resume_continues_from_the_last_checkpoint(tmp_path, digits_work):
+    train(tmp_path, digits_work, "--train_steps", "20", "--no_export")
     first = read_json(tmp_path / "summary.json")
     assert first["final_step"] == 20
-    train(tmp_path, digits_cache, "--train_steps", "30", "--no_export")
+    train(tmp_path, digits_work, "--train_steps", "30", "--no_export")
     second = read_json(tmp_path / "summary.json")
     assert second["resumed_from_step"] == 20 and second["final_step"] == 30
     steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
     assert steps == [5, 10, 15, 20, 25, 30]
 
 
-def test_mirrored_over_two_logical_cpus(tmp_path, digits_cache):
-    train(tmp_path, digits_cache, "--train_steps", "30", "--ds", "mirrored",
+def test_mirrored_over_two_logical_cpus(tmp_path, digits_work):
+    train(tmp_path, digits_work, "--train_steps", "30", "--ds", "mirrored",
           "--cpu_replicas", "2", "--no_export", "--eval_every_epochs", "100")
     summary = read_json(tmp_path / "summary.json")
     assert summary["strategy"] == "mirrored" and summary["replicas"] == 2

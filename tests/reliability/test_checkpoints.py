@@ -1,0 +1,70 @@
+"""A checkpoint cut short, or a disk that fills up, never costs the previous checkpoint."""
+
+from __future__ import annotations
+
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.train.conftest import FAST, read_json
+
+PROGRAM = Path(__file__).parent / "programs" / "save_forever.py"
+
+
+def restore(directory: Path):
+    import tensorflow as tf
+
+    from tfyard.train.checkpoint import Checkpoints
+
+    values = tf.Variable(tf.zeros([4_000_000]))
+    step = tf.Variable(0, dtype=tf.int64)
+    path = Checkpoints(str(directory), True, 3, values=values, step=step).restore_latest()
+    return path, int(step.numpy()), values.numpy()
+
+
+@pytest.mark.slow
+def test_kill_at_many_points_inside_save_never_breaks_the_latest_checkpoint(tmp_path):
+    rng = random.Random(7)
+    last_step = 0
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, str(PROGRAM), str(tmp_path)],
+                                stdout=subprocess.PIPE, text=True)
+        first = int(proc.stdout.readline())           # one save finished in this process
+        time.sleep(rng.uniform(0.0, 1.5))             # ...then die somewhere in a later one
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        path, step, values = restore(tmp_path)
+        assert path.endswith(f"ckpt-{step}") and step >= first > last_step
+        np.testing.assert_array_equal(values, np.full(4_000_000, step, np.float32))
+        last_step = step
+
+
+def _limit_file_size():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+
+def test_full_disk_is_one_clear_error_and_earlier_checkpoints_survive(tmp_path, digits_work):
+    flags = ["train", *FAST, "--output_dir", tmp_path, "--work_dir", digits_work,
+             "--no_export"]
+    first = run_tfyard(*flags, "--train_steps", "10")
+    assert first.returncode == 0, first.stderr[-2000:]
+    command = [sys.executable, "-m", "tfyard", *map(str, flags), "--train_steps", "20"]
+    full = subprocess.run(command, capture_output=True, text=True, preexec_fn=_limit_file_size)
+    assert full.returncode == 2
+    last = full.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfyard: error: cannot write checkpoint at step 20")
+    assert "earlier checkpoints are untouched" in last and "Traceback" not in full.stderr
+    state = (tmp_path / "checkpoints" / "checkpoint").read_text()
+    assert 'model_checkpoint_path: "ckpt-10"' in state
+    evaluated = run_tfyard("evaluate", "--output_dir", tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert read_json(tmp_path / "summary.json")["final_step"] == 10
