@@ -54,3 +54,13 @@ def test_user_errors_are_one_line_exit_2():
     flag = run_tfyard("cluster", "show", "--no-such-flag")
     assert flag.returncode == 2 and flag.stderr.count("\n") == 1
     assert "unrecognized arguments" in flag.stderr
+
+
+def test_cluster_show_masks_secrets_in_the_environment():
+    env = {"TF_CONFIG": LEGACY, "TFYARD_REGISTRY_PASSWORD": "hunter2-secret",
+           "TFYARD_API_TOKEN": "tok-123", "TFYARD_WORK_DIR": "/scratch"}
+    for args in (["--json"], []):
+        result = run_tfyard("cluster", "show", "--num_gpus", "0", *args, env=env)
+        assert result.returncode == 0, result.stderr
+        assert "hunter2-secret" not in result.stdout and "tok-123" not in result.stdout
+        assert "TFYARD_REGISTRY_PASSWORD" in result.stdout and "/scratch" in result.stdout

@@ -91,3 +91,9 @@ def test_absl_flags(tmp_path):
     values(argv)
     resolved = platform.from_absl(values)
     assert resolved.output_dir == str(tmp_path) and resolved.num_gpus == 0
+
+
+def test_missing_data_dir_names_where_it_came_from(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFYARD_DATA_DIR", "/nonexistent/env-data")
+    with pytest.raises(UserError, match="^TFYARD_DATA_DIR '/nonexistent/env-data' does not"):
+        platform.resolve(output_dir=str(tmp_path))

@@ -99,7 +99,8 @@ def resolve(
         source = "--num_gpus" if num_gpus not in (None, "") else "TFYARD_NUM_GPUS"
         gpus = _parse_gpus(gpus_raw, source)
     if data is not None and not is_remote(data) and not os.path.isdir(data):
-        raise UserError(f"--data_dir {data!r} does not exist; point it at your dataset directory")
+        source = "--data_dir" if data_dir not in (None, "") else "TFYARD_DATA_DIR"
+        raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
     platform = Platform(
         data_dir=_absolute(data) if data else None,
         output_dir=_absolute(output),

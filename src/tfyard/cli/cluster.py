@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from tfyard import platform
 from tfyard.distribute import strategy
-from tfyard.distribute.cluster import load_cluster_config
+from tfyard.distribute.cluster import load_cluster_config, mask_secrets
+
+# Environment variables that shape a training process, shown (secrets masked) by `show`.
+_ENV_PREFIXES = ("TF_", "TFYARD_", "CUDA_", "SPARK_", "PYSPARK_", "JOB_COMPLETION_INDEX")
 
 _EPILOG = """TF_CONFIG is read from the environment or from the file named by TF_CONFIG_FILE:
   {"cluster": {"chief": ["host:2222"], "worker": ["host:2223"], "ps": ["host:2224"]},
@@ -47,6 +51,8 @@ def show_cluster(args) -> int:
         "behaviour": plan.behaviour,
         "strategy": plan.strategy,
         "reason": plan.reason,
+        "environment": mask_secrets({k: v for k, v in sorted(os.environ.items())
+                                     if k.startswith(_ENV_PREFIXES)}),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
@@ -62,4 +68,8 @@ def show_cluster(args) -> int:
     print(f"num_gpus:   {gpus}")
     print(f"behaviour:  {plan.behaviour}")
     print(f"strategy:   {plan.strategy} ({plan.reason})")
+    if report["environment"]:
+        print("environment:")
+        for name, value in report["environment"].items():
+            print(f"  {name}={value}")
     return 0
