@@ -24,10 +24,25 @@ def start_job(output_dir: Path, work_dir: Path, layout: list[str], *train_flags,
                             stderr=subprocess.STDOUT, text=True, env=env)
 
 
-def member_pid(task_type: str, index: int) -> int | None:
-    """The pid of the `tfyard train` process running as task_type:index, from /proc."""
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError):
+        return 0
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = _parent(pid)
+    return False
+
+
+def member_pid(launcher: int, task_type: str, index: int) -> int | None:
+    """The pid of launcher's `tfyard train` process running as task_type:index."""
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or not _descends_from(int(entry.name), launcher):
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")

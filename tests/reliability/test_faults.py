@@ -19,9 +19,9 @@ STEPS = ["--train_steps", "60", "--checkpoint_every_steps", "10"]
 def kill_after_checkpoint(proc, output_dir, task_type, index):
     """SIGKILL task_type:index once a checkpoint past step 0 exists; returns that step."""
     wait_for(lambda: latest_checkpoint_step(output_dir) >= 10
-             and member_pid(task_type, index) is not None, proc)
+             and member_pid(proc.pid, task_type, index) is not None, proc)
     step = latest_checkpoint_step(output_dir)
-    os.kill(member_pid(task_type, index), signal.SIGKILL)
+    os.kill(member_pid(proc.pid, task_type, index), signal.SIGKILL)
     return step
 
 
@@ -44,8 +44,9 @@ def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, un
     proc = start_job(tmp_path, digits_work, layout, *STEPS)
     killed_at = kill_after_checkpoint(proc, tmp_path, *victim)
     output = proc.communicate(timeout=600)[0]
+    launcher = "\n".join(line for line in output.splitlines() if line.startswith("tfyard:"))
     assert proc.returncode == 0, output[-4000:]
-    assert f"{victim[0]}:{victim[1]} failed with signal SIGKILL" in output
+    assert f"{victim[0]}:{victim[1]} failed with signal SIGKILL" in launcher, launcher
     summary = read_json(tmp_path / "summary.json")
     assert summary["final_step"] == 60
     assert killed_at <= summary["resumed_from_step"] < 60
