@@ -11,9 +11,16 @@ import sys
 
 from tfyard.cli import main
 
-if __name__ == "__main__":
-    argv = sys.argv[1:]
+MODEL_FLAGS = ("--model", "--resnet_size", "--model_name")
+
+
+def classic_cifar_argv(argv: list[str]) -> list[str]:
+    """`tfyard train` flags for the classic script: CIFAR-10 and ResNet-56 unless named."""
     defaults = ["--dataset", "cifar10"]
-    if not any(a.split("=")[0] in ("--model", "--resnet_size", "--model_name") for a in argv):
+    if not any(a.split("=")[0] in MODEL_FLAGS for a in argv):
         defaults += ["--resnet_size", "56"]
-    sys.exit(main(["train", *defaults, *argv]))
+    return [*defaults, *argv]
+
+
+if __name__ == "__main__":
+    sys.exit(main(["train", *classic_cifar_argv(sys.argv[1:])]))

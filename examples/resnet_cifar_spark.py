@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from pyspark import SparkConf, SparkContext
+from resnet_cifar_main import classic_cifar_argv
 
 import tfyard.spark
 
@@ -40,10 +41,7 @@ def main_fun(argv, ctx):
 
     print(f"executor {ctx.executor_id}: {ctx.job_name}:{ctx.task_index} of "
           f"{ctx.num_workers} worker(s)", flush=True)
-    defaults = ["--dataset", "cifar10"]
-    if not any(a.split("=")[0] in ("--model", "--resnet_size", "--model_name") for a in argv):
-        defaults += ["--resnet_size", "56"]
-    sys.exit(run([*defaults, *absolute_paths(argv, ctx)]))
+    sys.exit(run(absolute_paths(argv, ctx)))
 
 
 if __name__ == "__main__":
@@ -56,8 +54,8 @@ if __name__ == "__main__":
     sc = SparkContext(conf=SparkConf().setAppName("resnet_cifar_spark")
                       .set("spark.dynamicAllocation.enabled", "false"))
     try:
-        tfyard.spark.run(sc, main_fun, rest, args.cluster_size, args.num_ps, args.tensorboard,
-                         args.log_dir)
+        tfyard.spark.run(sc, main_fun, classic_cifar_argv(rest), args.cluster_size,
+                         args.num_ps, args.tensorboard, args.log_dir)
     except tfyard.spark.MemberFailed as exc:
         print(f"resnet_cifar_spark: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -176,3 +176,4 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> 
         misses = 0 if reachable(chief) else misses + 1
     print(f"tfyard: chief {chief} has ended; {cluster.role}:{cluster.task_index} stops",
           file=sys.stderr, flush=True)
+

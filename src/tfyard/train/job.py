@@ -15,6 +15,7 @@ from tfyard import platform as platform_contract
 from tfyard.data import build_dataset, checked, dataset_info
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
+from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import UserError
 from tfyard.models import create_model, get_spec
 from tfyard.train.options import TrainOptions, parse_train_args, resolve_numbers
@@ -53,6 +54,7 @@ def train(options: TrainOptions) -> dict | None:
 
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
+    watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
     strategy = strategies.create_strategy(plan, cluster, plat.num_gpus)
     replicas = strategy.num_replicas_in_sync if plan.strategy != "parameter_server" \
         else cluster.num_workers
@@ -123,8 +125,9 @@ def train(options: TrainOptions) -> dict | None:
     started = time.time()
     try:
         with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir):
-            trainer.train()
+            trainer.train(on_first_chunk=watchdog.stop)
     finally:
+        watchdog.stop()
         reporter.close()
         checkpoints.close()
     summary = {

@@ -166,7 +166,8 @@ class Trainer:
         self.coordinator.join()
         return sum(f.fetch() for f in futures)
 
-    def train(self) -> None:
+    def train(self, on_first_chunk: Callable[[], None] = lambda: None) -> None:
+        """Train to the last step; `on_first_chunk` runs once the cluster has done real work."""
         s = self.setup
         total = s.numbers.total_steps
         step = int(self.step.numpy())
@@ -178,6 +179,7 @@ class Trainer:
                 started = time.perf_counter()
                 sums = self._run_chunk(iterator, n)
                 elapsed = time.perf_counter() - started
+                on_first_chunk()
                 step += n
                 self.step.assign(step)
                 rate = n * s.numbers.global_batch / max(elapsed, 1e-9)
