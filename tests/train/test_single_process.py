@@ -94,7 +94,7 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, digits_work):
 
 
 def test_mirrored_over_two_logical_cpus(tmp_path, digits_work):
-    train(tmp_path, digits_work, "--train_steps", "30", "--ds", "mirrored",
+    train(tmp_path, digits_work, "--train_steps", "50", "--ds", "mirrored",
           "--cpu_replicas", "2", "--no_export", "--eval_every_epochs", "100")
     summary = read_json(tmp_path / "summary.json")
     assert summary["strategy"] == "mirrored" and summary["replicas"] == 2

@@ -13,12 +13,12 @@ import statistics
 import tempfile
 
 from tfyard import platform
-from tfyard.data import build_dataset, dataset_info
+from tfyard.data import dataset_info
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.errors import UserError
-from tfyard.models import create_model, get_spec
-from tfyard.train.options import TrainOptions, resolve_numbers
+from tfyard.models import get_spec
+from tfyard.train.options import TrainOptions
 
 
 def pin_to_core() -> int:
@@ -55,43 +55,24 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
     info = dataset_info(options.dataset, plat.data_dir)
-    spec = get_spec(options.model)
-    strategies.configure_cpu_replicas(options.cpu_replicas)
+    import dataclasses
+
     import tensorflow as tf
 
     from tfyard.train.checkpoint import Checkpoints
-    from tfyard.train.job import model_input_shape
-    from tfyard.train.loop import LoopSetup, Trainer
-    from tfyard.train.optim import make_optimizer
+    from tfyard.train.job import prepare
+    from tfyard.train.loop import Trainer
     from tfyard.train.report import Reporter
 
-    strategy = strategies.create_strategy(plan, cluster, plat.num_gpus)
-    replicas = strategy.num_replicas_in_sync
     total = warmup_steps + options.train_steps
-    numbers = resolve_numbers(options.with_updates(train_steps=total), spec.family, replicas,
-                              info.num_examples["train"])
-    shape = model_input_shape(info, options.image_size)
-    policy = None if options.dtype == "float32" else f"mixed_{options.dtype}"
-    with strategy.scope():
-        model = create_model(spec.name, info.num_classes, shape, dtype_policy=policy)
-        optimizer = make_optimizer(numbers, options.momentum, options.nesterov, options.dtype)
-        optimizer.build(model.trainable_variables)
+    run = prepare(options.with_updates(train_steps=total), plat, cluster, plan, info,
+                  get_spec(options.model))
+    numbers, model, optimizer, shape = run.numbers, run.model, run.optimizer, run.shape
+    replicas = run.replicas
+    # Only the steps: no evaluation or checkpoints inside the timed windows.
+    setup = dataclasses.replace(run.setup, checkpoint_every_steps=None, eval_every_steps=None,
+                                evaluate=None)
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-
-    def train_dataset(context, seed_offset):
-        return build_dataset(
-            options.dataset, "train", plat.data_dir,
-            batch_size=context.get_per_replica_batch_size(numbers.global_batch),
-            image_size=shape[0], dtype=options.dtype, input_context=context,
-            label_offset=options.label_offset, data_threads=options.data_threads)
-
-    setup = LoopSetup(
-        strategy=strategy, numbers=numbers, num_classes=info.num_classes,
-        label_smoothing=0.0,
-        l2_decay=numbers.weight_decay if numbers.optimizer == "sgd" else 0.0,
-        jit_compile=options.jit_compile, steps_per_loop=options.steps_per_loop,
-        checkpoint_every_steps=None, eval_every_steps=None,
-        train_dataset_fn=train_dataset, evaluate=None)
     with tempfile.TemporaryDirectory(prefix="tfyard-bench-") as scratch:
         checkpoints = Checkpoints(scratch, False, 1, model=model, optimizer=optimizer, step=step)
         reporter = Reporter(scratch, scratch, False, True, total, numbers.steps_per_epoch)
@@ -108,8 +89,8 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
                              math.ceil(warmup_steps / options.steps_per_loop))
     rate = statistics.median(windows)
     return {
-        "model": spec.name, "data": plat.data_dir or options.dataset,
-        "image_size": shape[0], "dtype": options.dtype, "jit_compile": options.jit_compile,
+        "model": run.spec.name, "data": plat.data_dir or options.dataset,
+        "image_size": shape[0], "dtype": options.dtype, "jit_compile": setup.jit_compile,
         "strategy": plan.strategy, "replicas": replicas, "workers": max(1, cluster.num_workers),
         "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
         "steps_per_loop": options.steps_per_loop, "warmup_steps": warmup_steps,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tfyard.train.options import _positive_int
+from tfyard.train.options import positive_int
 
 _STEPS_PER_LOOP = 10
 
@@ -17,17 +17,19 @@ def _add_run_arguments(parser, model: str) -> None:
                         help="`synthetic` (made on the device) or a directory of --dataset files")
     parser.add_argument("--dataset", default="imagenet",
                         help="format of the files in --data DIR (default: imagenet TFRecords)")
-    parser.add_argument("--image_size", type=_positive_int, default=None,
+    parser.add_argument("--image_size", type=positive_int, default=None,
                         help="square input size (default: the dataset's)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
     parser.add_argument("--jit_compile", "--xla", dest="jit_compile", action="store_true",
-                        help="compile the step with XLA")
-    parser.add_argument("--steps", type=_positive_int, default=50, help="timed steps")
+                        default=None, help="compile the step with XLA (default: where safe)")
+    parser.add_argument("--no_jit_compile", "--no_xla", dest="jit_compile",
+                        action="store_false", help="never use XLA")
+    parser.add_argument("--steps", type=positive_int, default=50, help="timed steps")
     parser.add_argument("--warmup_steps", type=int, default=2 * _STEPS_PER_LOOP,
                         help="steps run first and not timed (tracing, autotuning)")
-    parser.add_argument("--steps_per_loop", type=_positive_int, default=_STEPS_PER_LOOP,
+    parser.add_argument("--steps_per_loop", type=positive_int, default=_STEPS_PER_LOOP,
                         help="steps per tf.function call = steps per timed window")
-    parser.add_argument("--data_threads", type=_positive_int, default=None,
+    parser.add_argument("--data_threads", type=positive_int, default=None,
                         help="input pipeline threads (default: AUTOTUNE)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -42,9 +44,9 @@ def register(commands) -> None:
         "the median images/sec over windows of --steps_per_loop steps, warm-up excluded.")
     _add_run_arguments(train, "resnet50")
     batch = train.add_mutually_exclusive_group()
-    batch.add_argument("--batch_size", type=_positive_int, default=None,
+    batch.add_argument("--batch_size", type=positive_int, default=None,
                        help="global batch (default: the model's recipe)")
-    batch.add_argument("--per_replica_batch_size", type=_positive_int, default=None)
+    batch.add_argument("--per_replica_batch_size", type=positive_int, default=None)
     train.add_argument("--num_gpus", "--num-gpus", default=None,
                        help="GPUs to use (env TFYARD_NUM_GPUS; default: all visible)")
     train.add_argument("--pin_cpu", action="store_true",
@@ -56,13 +58,13 @@ def register(commands) -> None:
     data = sub.add_parser("data", help="images/sec of the input pipeline alone")
     data.add_argument("--dataset", default="imagenet", help="dataset name (default: imagenet)")
     data.add_argument("--data_dir", "--data-dir", default=None, help="its files")
-    data.add_argument("--batch_size", type=_positive_int, default=64)
-    data.add_argument("--image_size", type=_positive_int, default=None)
+    data.add_argument("--batch_size", type=positive_int, default=64)
+    data.add_argument("--image_size", type=positive_int, default=None)
     data.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
-    data.add_argument("--windows", type=_positive_int, default=5, help="timed windows")
-    data.add_argument("--window_batches", type=_positive_int, default=10)
+    data.add_argument("--windows", type=positive_int, default=5, help="timed windows")
+    data.add_argument("--window_batches", type=positive_int, default=10)
     data.add_argument("--warmup_batches", type=int, default=5)
-    data.add_argument("--data_threads", type=_positive_int, default=None)
+    data.add_argument("--data_threads", type=positive_int, default=None)
     data.add_argument("--json", action="store_true", help="print one JSON object")
     data.set_defaults(func=_data)
 
@@ -71,9 +73,9 @@ def register(commands) -> None:
         description="Run `bench train` on 1, 2, ... N GPUs; on a CPU-only machine on 1..N "
         "worker processes, one pinned per core, all-reducing over loopback.")
     _add_run_arguments(scaling, "cifar_resnet20")
-    scaling.add_argument("--max_gpus", type=_positive_int, required=True,
+    scaling.add_argument("--max_gpus", type=positive_int, required=True,
                          help="largest number of GPUs (or CPU workers) to measure")
-    scaling.add_argument("--per_replica_batch_size", type=_positive_int, default=64,
+    scaling.add_argument("--per_replica_batch_size", type=positive_int, default=64,
                          help="batch per device, fixed across rows (default: 64)")
     scaling.set_defaults(func=_scaling)
     bench.set_defaults(func=lambda args: bench.print_help() or 2)
@@ -139,7 +141,9 @@ def member_args(args) -> list[str]:
                         ("--data_threads", args.data_threads)):
         if value:
             argv += [flag, str(value)]
-    return argv + (["--jit_compile"] if args.jit_compile else [])
+    if args.jit_compile is None:
+        return argv
+    return argv + (["--jit_compile"] if args.jit_compile else ["--no_jit_compile"])
 
 
 def _scaling(args) -> int:

@@ -66,7 +66,7 @@ class TrainOptions:
     label_smoothing: float = 0.0
     weight_decay: float | None = None
     dtype: str = "float32"
-    jit_compile: bool = False
+    jit_compile: bool | None = None
     steps_per_loop: int = 10
     eval_every_epochs: float | None = None
     checkpoint_every_steps: int | None = None
@@ -88,14 +88,14 @@ class TrainOptions:
         return replace(self, **changes)
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be a positive integer")
     return value
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be positive")
@@ -116,24 +116,24 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                       help="classic ResNet depth: 50 -> resnet50, or cifar_resnetN on CIFAR data")
     what.add_argument("--dataset", "--dataset_name", default=None,
                       help="dataset name from the data registry (default: digits)")
-    what.add_argument("--image_size", type=_positive_int, default=None,
+    what.add_argument("--image_size", type=positive_int, default=None,
                       help="square input size (default: the dataset's)")
     what.add_argument("--label_offset", type=int, default=None,
                       help="added to stored labels (ImageNet default -1 makes 1..1000 zero-based)")
     how = parser.add_argument_group("how long and how big")
     how.add_argument("--batch_size", "--train-batch-size", "--train_batch_size",
-                     dest="batch_size", type=_positive_int, default=None,
+                     dest="batch_size", type=positive_int, default=None,
                      help="global batch over all replicas (default: the recipe's)")
-    how.add_argument("--per_replica_batch_size", type=_positive_int, default=None,
+    how.add_argument("--per_replica_batch_size", type=positive_int, default=None,
                      help="batch per replica instead of --batch_size")
     how.add_argument("--epochs", "--train_epochs", "--train-epochs", dest="epochs",
-                     type=_positive_float, default=None, help="epochs to train (default: recipe)")
+                     type=positive_float, default=None, help="epochs to train (default: recipe)")
     how.add_argument("--train_steps", "--max_number_of_steps", dest="train_steps",
-                     type=_positive_int, default=None, help="total steps; overrides --epochs")
-    how.add_argument("--steps_per_loop", type=_positive_int, default=10,
+                     type=positive_int, default=None, help="total steps; overrides --epochs")
+    how.add_argument("--steps_per_loop", type=positive_int, default=10,
                      help="steps run per tf.function call (default: 10)")
     opt = parser.add_argument_group("optimisation")
-    opt.add_argument("--learning_rate", type=_positive_float, default=None,
+    opt.add_argument("--learning_rate", type=positive_float, default=None,
                      help="peak learning rate as given (default: recipe, scaled by batch)")
     opt.add_argument("--optimizer", choices=("sgd", "adamw"), default=None)
     opt.add_argument("--momentum", type=float, default=0.9)
@@ -148,7 +148,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     opt.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                      help="compute dtype; float16 uses dynamic loss scaling")
     opt.add_argument("--jit_compile", "--xla", dest="jit_compile", action="store_true",
-                     help="compile the step with XLA")
+                     default=None, help="compile the step with XLA (default: on where safe, "
+                     "as Keras fit does; off for parameter-server and synchronized batch norm)")
+    opt.add_argument("--no_jit_compile", "--no_xla", dest="jit_compile", action="store_false",
+                     help="never use XLA")
     opt.add_argument("--sync_batch_norm", action="store_true",
                      help="batch-norm statistics over all replicas")
     opt.add_argument("--zero_init_residual", action="store_true",
@@ -157,18 +160,18 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     run = parser.add_argument_group("distribution, checkpoints and output")
     run.add_argument("--distribution_strategy", "--ds", dest="ds", choices=STRATEGIES,
                      default=None, help="override the strategy chosen from TF_CONFIG and GPUs")
-    run.add_argument("--cpu_replicas", type=_positive_int, default=1,
+    run.add_argument("--cpu_replicas", type=positive_int, default=1,
                      help="split the CPU into N logical devices (mirrored on CPU-only hosts)")
-    run.add_argument("--eval_every_epochs", type=_positive_float, default=None,
+    run.add_argument("--eval_every_epochs", type=positive_float, default=None,
                      help="evaluate on the validation split this often (default: at the end)")
-    run.add_argument("--checkpoint_every_steps", type=_positive_int, default=None,
+    run.add_argument("--checkpoint_every_steps", type=positive_int, default=None,
                      help="also checkpoint every N steps (always at each epoch end)")
-    run.add_argument("--keep_checkpoints", type=_positive_int, default=3)
-    run.add_argument("--data_threads", type=_positive_int, default=None,
+    run.add_argument("--keep_checkpoints", type=positive_int, default=3)
+    run.add_argument("--data_threads", type=positive_int, default=None,
                      help="input pipeline threads (default: AUTOTUNE)")
     run.add_argument("--skip_corrupt", action="store_true",
                      help="drop records that fail to decode and count them")
-    run.add_argument("--startup_timeout", type=_positive_float, default=600.0,
+    run.add_argument("--startup_timeout", type=positive_float, default=600.0,
                      help="seconds to wait for other cluster members before giving up")
     run.add_argument("--no_export", dest="export", action="store_false",
                      help="skip writing export/ at the end")
