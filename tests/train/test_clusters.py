@@ -7,9 +7,12 @@ import sys
 import pytest
 
 from tests.conftest import run_tfyard
-from tests.train.conftest import FAST, read_json, read_jsonl
+from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
 
 pytestmark = pytest.mark.cluster
+# Asynchronous updates from two workers add their own momentum to SGD's (Mitliagkas et al.
+# 2016): the synchronous learning rate of FAST diverges, a smaller one learns.
+ASYNC = ["--learning_rate", "0.02"]
 
 
 def launch(tmp_path, work, layout: list[str], *train_flags):
@@ -28,19 +31,15 @@ def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work
     assert first["strategy"] == "multi_worker_mirrored" and first["replicas"] == 2
     assert first["final_step"] == second["final_step"] == 40
     assert first["weights_digest"] == second["weights_digest"]
-    records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
-    assert records[-1]["loss"] < records[0]["loss"]
-    assert read_json(tmp_path / "summary.json")["eval"]["top1"] > 0.2
+    assert_learned(tmp_path)
 
 
 def test_parameter_server_cluster_with_evaluator(tmp_path, digits_work):
     launch(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1", "--evaluator"],
-           "--train_steps", "40", "--checkpoint_every_steps", "20")
+           *ASYNC, "--train_steps", "80", "--checkpoint_every_steps", "20")
     summary = read_json(tmp_path / "summary.json")
-    assert summary["strategy"] == "parameter_server" and summary["final_step"] == 40
-    assert summary["eval"]["top1"] > 0.2
-    records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
-    assert records[-1]["loss"] < records[0]["loss"]
+    assert summary["strategy"] == "parameter_server" and summary["final_step"] == 80
+    assert_learned(tmp_path)
     evaluated = read_jsonl(tmp_path / "evaluator.jsonl")
-    assert evaluated and evaluated[-1]["step"] == 40 and evaluated[-1]["kind"] == "eval"
+    assert evaluated and evaluated[-1]["step"] == 80 and evaluated[-1]["kind"] == "eval"
     assert list((tmp_path / "logs" / "evaluator").glob("events.out.tfevents.*"))

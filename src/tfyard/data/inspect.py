@@ -61,8 +61,13 @@ def inspect(path: str, verify: bool = False, name: str | None = None) -> dict:
     return report
 
 
-def first_problem(name: str, data_dir: str | None, split: str, cache_dir: str | None = None):
-    """The first unusable record of a split (full decode), or None if all are fine."""
+def problems(name: str, data_dir: str | None, split: str, cache_dir: str | None = None):
+    """The unusable records of a split (full decode), in order."""
     scan = getattr(reader(name), "scan", None)
     records = scan(name, data_dir, split, decode=True, cache_dir=cache_dir) if scan else ()
-    return next((r for r in records if r.problem), None)
+    return (r for r in records if r.problem)
+
+
+def first_problem(name: str, data_dir: str | None, split: str, cache_dir: str | None = None):
+    """The first unusable record of a split, or None if all are fine."""
+    return next(problems(name, data_dir, split, cache_dir), None)

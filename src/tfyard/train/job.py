@@ -74,12 +74,16 @@ def prepare(options: TrainOptions, plat, cluster, plan, info, spec) -> Prepared:
         optimizer = make_optimizer(numbers, options.momentum, options.nesterov, options.dtype)
         optimizer.build(model.trainable_variables)
 
+    # Parameter-server workers all run the same dataset function: a fixed seed would feed
+    # every worker the same batches, so their asynchronous updates would repeat each other.
+    data_seed = None if plan.strategy == "parameter_server" else options.seed
+
     def train_dataset(context, seed_offset):
         return build_dataset(
             options.dataset, "train", plat.data_dir,
             batch_size=context.get_per_replica_batch_size(numbers.global_batch),
             image_size=shape[0], dtype=options.dtype, input_context=context,
-            seed=None if options.seed is None else options.seed + seed_offset,
+            seed=None if data_seed is None else data_seed + seed_offset,
             label_offset=options.label_offset, data_threads=options.data_threads,
             skip_corrupt=options.skip_corrupt, cache_dir=plat.work_dir)
 
@@ -193,6 +197,13 @@ def train(options: TrainOptions) -> dict | None:
     member = f"{cluster.role}-{cluster.task_index}" if cluster.jobs else "single"
     platform_contract.make_dirs(os.path.join(plat.work_dir, "members"))
     write_json_atomic(os.path.join(plat.work_dir, "members", f"{member}.json"), summary)
+    if writes and options.skip_corrupt:
+        from tfyard.data.inspect import problems
+
+        summary["skipped_records"] = sum(1 for _ in problems(
+            options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir))
+        say(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
+            "training record(s) (`tfyard data inspect --verify` lists them)")
     if writes:
         if options.export:
             from tfyard.train.export import export_model

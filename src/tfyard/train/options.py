@@ -7,6 +7,7 @@ wins. No TensorFlow import here, so `tfyard train --help` is fast.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, fields, replace
 
 from tfyard import platform
@@ -171,8 +172,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                      help="input pipeline threads (default: AUTOTUNE)")
     run.add_argument("--skip_corrupt", action="store_true",
                      help="drop records that fail to decode and count them")
-    run.add_argument("--startup_timeout", type=positive_float, default=600.0,
-                     help="seconds to wait for other cluster members before giving up")
+    run.add_argument("--startup_timeout", type=positive_float,
+                     default=float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 600)),
+                     help="seconds to wait for other cluster members before giving up "
+                     "(env TFYARD_STARTUP_TIMEOUT; default: 600)")
     run.add_argument("--no_export", dest="export", action="store_false",
                      help="skip writing export/ at the end")
     run.add_argument("--quiet", action="store_true", help="no progress output")

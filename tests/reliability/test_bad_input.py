@@ -1,0 +1,55 @@
+"""Bad data reaching `tfyard train`: one line naming the file and record, or skipped and counted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.data.helpers import image_bytes, tf_example, write_records
+from tests.train.conftest import read_json
+
+FLAGS = ["--model", "mnist_mlp", "--dataset", "tfrecord", "--image_size", "8", "--batch_size",
+         "4", "--train_steps", "3", "--num_gpus", "0", "--quiet", "--no_export"]
+
+
+def slim_dataset(root, bad_record: bytes | None = None, labels=(0, 1, 2, 0, 1, 2, 0, 1)):
+    """A slim-layout dataset whose train shard may hold one bad record (at index 2)."""
+    root.mkdir()
+    records = [tf_example(image_bytes(np.full((8, 8, 3), 60 * (lab + 1), np.uint8)), lab)
+               for lab in labels]
+    if bad_record is not None:
+        records[2] = bad_record
+    write_records(root / "d_train_00000-of-00001.tfrecord", records)
+    write_records(root / "d_validation_00000-of-00001.tfrecord", records[3:])
+    (root / "labels.txt").write_text("0:a\n1:b\n2:c\n")
+    return root / "d_train_00000-of-00001.tfrecord"
+
+
+def train(data, out, *extra):
+    return run_tfyard("train", *FLAGS, "--data_dir", data, "--output_dir", out, *extra)
+
+
+def test_an_image_that_is_not_an_image_is_named_then_skipped_and_counted(tmp_path):
+    shard = slim_dataset(tmp_path / "data", tf_example(b"this is not a JPEG", 1))
+    refused = train(tmp_path / "data", tmp_path / "out")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"tfyard: error: {shard}: record 2") and "--skip_corrupt" in last
+    skipped = train(tmp_path / "data", tmp_path / "out2", "--skip_corrupt")
+    assert skipped.returncode == 0, skipped.stderr[-2000:]
+    summary = read_json(tmp_path / "out2" / "summary.json")
+    assert summary["skipped_records"] == 1 and summary["final_step"] == 3
+
+
+@pytest.mark.parametrize("case", ["truncated", "label"])
+def test_truncated_shards_and_labels_out_of_range_are_one_line(tmp_path, case):
+    labels = (0, 1, 7, 0, 1, 2, 0, 1) if case == "label" else (0, 1, 2, 0, 1, 2, 0, 1)
+    shard = slim_dataset(tmp_path / "data", labels=labels)
+    if case == "truncated":
+        shard.write_bytes(shard.read_bytes()[:-30])
+    result = train(tmp_path / "data", tmp_path / "out")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfyard: error:") and str(shard) in last
+    assert ("truncated" in last) if case == "truncated" else ("label 7" in last)
