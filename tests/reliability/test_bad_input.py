@@ -9,14 +9,14 @@ from tests.conftest import run_tfyard
 from tests.data.helpers import image_bytes, tf_example, write_records
 from tests.train.conftest import read_json
 
-FLAGS = ["--model", "mnist_mlp", "--dataset", "tfrecord", "--image_size", "8", "--batch_size",
+FLAGS = ["--model", "mnist_mlp", "--dataset", "tfrecord", "--image_size", "28", "--batch_size",
          "4", "--train_steps", "3", "--num_gpus", "0", "--quiet", "--no_export"]
 
 
 def slim_dataset(root, bad_record: bytes | None = None, labels=(0, 1, 2, 0, 1, 2, 0, 1)):
     """A slim-layout dataset whose train shard may hold one bad record (at index 2)."""
     root.mkdir()
-    records = [tf_example(image_bytes(np.full((8, 8, 3), 60 * (lab + 1), np.uint8)), lab)
+    records = [tf_example(image_bytes(np.full((8, 8, 3), 30 * (lab % 8), np.uint8)), lab)
                for lab in labels]
     if bad_record is not None:
         records[2] = bad_record

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 
 from tests.conftest import run_tfyard
@@ -11,18 +12,24 @@ from tfyard.launch.ports import reserved_ports
 SHOW_TF_CONFIG = "import os; print('TF_CONFIG=' + os.environ['TF_CONFIG'])"
 
 
-def bound_addresses(ports) -> set[str]:
-    """Local IPv4 addresses (hex, as /proc/net/tcp writes them) bound on `ports`."""
-    wanted = {f"{port:04X}" for port in ports}
-    lines = open("/proc/net/tcp").read().splitlines()[1:]
-    return {f.split(":")[0] for f in (line.split()[1] for line in lines)
-            if f.split(":")[1] in wanted}
+def free_elsewhere(port: int) -> bool:
+    """Whether `port` can still be bound on another loopback address (127.0.0.2): true
+    only when the reservation holds 127.0.0.1 and not every interface."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.2", port))
+        except OSError:
+            return False
+    return True
 
 
 def test_reserved_ports_bind_loopback_only():
     with reserved_ports(3) as ports:
         assert len(set(ports)) == 3
-        assert bound_addresses(ports) == {"0100007F"}  # 127.0.0.1
+        assert all(free_elsewhere(port) for port in ports)
+    with socket.socket() as everywhere:           # the probe does tell the difference
+        everywhere.bind(("0.0.0.0", 0))
+        assert not free_elsewhere(everywhere.getsockname()[1])
 
 
 def test_launched_members_only_get_loopback_addresses():
