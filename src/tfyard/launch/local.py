@@ -207,10 +207,11 @@ class _Job:
         """
         lead = self.coordinator()
         lead_done_at = None
+        stopped: set[int] = set()
         while True:
             for i, proc in enumerate(self.procs):
                 code = proc.poll()
-                if code not in (None, 0) and not replace(i, code):
+                if i not in stopped and code not in (None, 0) and not replace(i, code):
                     return self.members[i], code
             if lead_done_at is None and self.procs[lead].poll() == 0:
                 lead_done_at = time.monotonic()
@@ -218,10 +219,15 @@ class _Job:
             if not running:
                 return None, 0
             if lead_done_at is not None and time.monotonic() - lead_done_at > grace:
-                self.write(f"tfyard: {self.members[lead].name} finished; stopping "
-                           f"{', '.join(self.members[i].name for i in running)}\n")
-                self.stop(grace)
-                return None, 0
+                # Servers never end by themselves; the evaluator does, after the final
+                # checkpoint, so it is left to finish its last evaluation.
+                servers = [i for i in running if self.members[i].job != "evaluator"]
+                if servers:
+                    self.write(f"tfyard: {self.members[lead].name} finished; stopping "
+                               f"{', '.join(self.members[i].name for i in servers)}\n")
+                    for i in servers:
+                        stop_group(self.procs[i], grace)
+                    stopped.update(servers)
             time.sleep(poll)
 
     def stop(self, grace: float) -> None:
