@@ -3,9 +3,9 @@
 All-reduce members train a tiny Keras model in a custom loop and checkpoint every few
 steps (the coordinator into OUT/checkpoints, the others into private dirs, as
 MultiWorkerMirrored requires); they resume from the latest checkpoint. Under ps the
-chief drives a ClusterCoordinator; ps and workers serve. The evaluator evaluates the
-newest checkpoint until the coordinator's summary appears. The coordinator writes
-OUT/summary.json with final_step, resumed_from_step and num_replicas.
+chief drives a ClusterCoordinator; ps and workers serve. The evaluator evaluates each
+newest checkpoint, the final one included (however late it starts), and stops once the
+coordinator has written OUT/summary.json (final_step, resumed_from_step, num_replicas).
 """
 
 import argparse
@@ -59,7 +59,8 @@ if plan.behaviour == "evaluate":
     model = make_model()
     evaluated = set()
     x, y = next(iter(dataset(64)))
-    while not os.path.exists(summary_path):
+    while True:
+        finished = os.path.exists(summary_path)  # read first: the last checkpoint is in
         latest = tf.train.latest_checkpoint(chief_dir)
         if latest and latest not in evaluated:
             tf.train.Checkpoint(model=model).restore(latest).expect_partial()
@@ -68,6 +69,8 @@ if plan.behaviour == "evaluate":
             with open(os.path.join(args.output_dir, "eval.json"), "w") as handle:
                 json.dump({"checkpoint": latest, "loss": loss}, handle)
             print(f"evaluated {latest}: loss {loss:.4f}", flush=True)
+        if finished:
+            break
         time.sleep(0.2)
     sys.exit(0)
 
