@@ -126,6 +126,13 @@ class Trainer:
     # --- the host side ------------------------------------------------------------------
 
     def _iterator(self, seed_offset: int):
+        """A fresh distributed iterator whose shuffle seed moves with the resume step.
+
+        Its position cannot go into the checkpoint under any strategy: TensorFlow 2.21's
+        DistributedIterator is not trackable (tensorflow#56372), and the augmentations'
+        random ops make SerializeIterator refuse even a plain one. Re-seeding by step
+        means a resumed run draws a new order instead of replaying the old one.
+        """
         s = self.setup
         strategy = s.strategy
 
