@@ -13,7 +13,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = ("input_pipeline.py", "train_step.py", "scaling.py")
+BENCHMARKS = ("input_pipeline.py", "data_verify.py", "train_step.py", "scaling.py")
 HELP_BUDGET_S = 0.5
 
 

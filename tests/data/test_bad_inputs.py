@@ -122,3 +122,23 @@ def test_folder_undecodable_image(tmp_path):
         read_all("folder", str(tmp_path), image_size=8)
     _, labels = read_all("folder", str(tmp_path), image_size=8, skip_corrupt=True)
     assert labels.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_fast_scan_finds_what_the_record_by_record_scan_finds(tmp_path, decode):
+    """The parallel pass must report the same labels and sizes, and hand any file with a
+    bad record to the slow scan, which names it."""
+    from tfyard.data.formats.tfrecord import _slow_scan, scan_files
+
+    mixed = tmp_path / "mixed.tfrecord"
+    write_records(mixed, [tf_example(image_bytes(coloured(lab, 20 + lab, 30), fmt), lab)
+                          for lab, fmt in ((0, "JPEG"), (5, "PNG"), (1, "JPEG"))])
+    broken = tmp_path / "broken.tfrecord"
+    write_records(broken, [tf_example(image_bytes(coloured(1)), 1),
+                           tf_example(b"\xff\xd8\xff garbage", 2)])
+    files = [str(mixed), str(broken)]
+    fast = list(scan_files(files, 3, 0, decode))
+    assert fast == [r for f in files for r in _slow_scan(f, 3, 0, decode)]
+    assert [(r.label, r.size) for r in fast[:3]] == [(0, (20, 30)), (5, (25, 30)), (1, (21, 30))]
+    assert "outside 0..2" in fast[1].problem
+    assert (fast[4].index, "cannot decode" in fast[4].problem) == (1, True)
