@@ -175,16 +175,11 @@ def _fast_scan(path: str, decode: bool):
 
     def facts(record):
         encoded, label, _ = _parse(record)
-        if decode:
-            shape = tf.shape(tf.io.decode_image(encoded, expand_animations=False))
-        else:
-            shape = tf.cond(tf.io.is_jpeg(encoded), lambda: tf.io.extract_jpeg_shape(encoded),
-                            lambda: tf.shape(tf.io.decode_image(encoded,
-                                                                expand_animations=False)))
+        shape = _image_shape(encoded, decode)
         return tf.concat([[label], tf.cast(shape[:2], tf.int64)], axis=0)
 
     records = tf.data.TFRecordDataset(path, buffer_size=8 << 20)
-    try:
+    try:  # reading alone is cheap, and only it tells a truncated file from a bad image
         count = int(records.reduce(np.int64(0), lambda n, _: n + 1))
     except tf.errors.OpError:
         return None  # unreadable or truncated
@@ -206,16 +201,25 @@ def _slow_scan(path: str, num_classes: int, offset: int, decode: bool):
         yield Record(path, good, problem=f"unreadable: {exc.message.splitlines()[0]}")
 
 
+def _image_shape(encoded, decode: bool):
+    """(height, width, channels): a full decode, or with `decode` off the JPEG header alone."""
+    import tensorflow as tf
+
+    def decoded():
+        return tf.shape(tf.io.decode_image(encoded, expand_animations=False))
+
+    if decode:
+        return decoded()
+    return tf.cond(tf.io.is_jpeg(encoded), lambda: tf.io.extract_jpeg_shape(encoded), decoded)
+
+
 def _scan_record(path, index, record, num_classes, offset, decode) -> Record:
     import tensorflow as tf
 
     try:
         encoded, label, _ = _parse(record)
         label = int(label) + offset
-        if decode or not tf.io.is_jpeg(encoded):
-            shape = tf.shape(tf.io.decode_image(encoded, expand_animations=False))
-        else:
-            shape = tf.io.extract_jpeg_shape(encoded)
+        shape = _image_shape(encoded, decode)
     except tf.errors.OpError as exc:
         return Record(path, index, problem=f"cannot decode: {exc.message.splitlines()[0]}")
     size = (int(shape[0]), int(shape[1]))
