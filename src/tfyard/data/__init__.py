@@ -56,16 +56,33 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
                   repeat: bool | None = None, shuffle: bool | None = None,
                   seed: int | None = None, label_offset: int | None = None,
                   data_threads: int | None = None, skip_corrupt: bool = False,
-                  cache_dir: str | None = None, num_examples: int | None = None):
-    """Batches of (images [B,H,W,C] normalised in `dtype`, labels int32 [B], 0-based)."""
+                  cache_dir: str | None = None, num_examples: int | None = None,
+                  start_example: int = 0, global_batch: int | None = None,
+                  with_ids: bool = False):
+    """Batches of (images [B,H,W,C] normalised in `dtype`, labels int32 [B], 0-based).
+
+    `batch_size` is per replica. With a `seed` the stream is deterministic and
+    step-addressable (`tfyard.data.order`): it starts at global example `start_example`
+    (a resume passes step x `global_batch`), and `global_batch` (default `batch_size` x the
+    context's replicas, or x its pipelines if more) fixes which slots of each global batch
+    this input pipeline fills. `with_ids` (seeded only) adds a third element, the int64 ids
+    of the examples in each batch (record number in file order). Without a seed the
+    start is ignored and the order is today's fast buffer shuffle.
+    """
     module = reader(name)
     if dtype not in ("float32", "bfloat16", "float16"):
         raise UserError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
     if batch_size < 1:
         raise UserError(f"batch size must be at least 1, got {batch_size}")
+    if with_ids and seed is None:
+        raise UserError("example ids (with_ids) need a seed: only a seeded order is addressed")
     spec = Spec(split_name(split), batch_size, image_size, dtype, input_context, repeat,
                 shuffle, seed, label_offset, data_threads, skip_corrupt, cache_dir,
-                num_examples)
+                num_examples, start_example, global_batch, with_ids)
+    if spec.deterministic:
+        from tfyard.data.order import Layout
+
+        Layout.of(spec)  # a bad start or global batch is a UserError before TF work
     return module.build(name, data_dir, spec)
 
 

@@ -30,6 +30,14 @@ class Spec:
     skip_corrupt: bool = False
     cache_dir: str | None = None
     num_examples: int | None = None
+    start_example: int = 0
+    global_batch: int | None = None
+    with_ids: bool = False
+
+    @property
+    def deterministic(self) -> bool:
+        """A seed makes order and augmentation functions of position (`tfyard.data.order`)."""
+        return self.seed is not None
 
     @property
     def training(self) -> bool:
@@ -89,10 +97,32 @@ def assemble(source, decode, spec: Spec, *, open_file=None, num_files: int = 0,
         records = records.repeat()
     dataset = records.map(decode, num_parallel_calls=spec.data_threads or autotune,
                           deterministic=ordered)
+    return _batched(dataset, spec, ordered)
+
+
+def addressed(stream, decode, spec: Spec):
+    """Seeded path: `stream` yields (global example number, id, *record) in order
+    (`tfyard.data.order`); `decode(*record, seed=...)` augments from the example's seed."""
+    import tensorflow as tf
+
+    from tfyard.data.order import example_seed
+
+    def view(number, ids, *record):
+        image, label = decode(*record, seed=example_seed(spec.seed, number))
+        return (image, label, ids) if spec.with_ids else (image, label)
+
+    dataset = stream.map(view, num_parallel_calls=spec.data_threads or tf.data.AUTOTUNE,
+                         deterministic=True)
+    return _batched(dataset, spec, True)
+
+
+def _batched(dataset, spec: Spec, ordered: bool):
+    import tensorflow as tf
+
     if spec.skip_corrupt:
         dataset = dataset.ignore_errors(log_warning=True)
     dataset = dataset.batch(spec.batch_size, drop_remainder=spec.training)
-    return finish(dataset.prefetch(autotune), spec, ordered)
+    return finish(dataset.prefetch(tf.data.AUTOTUNE), spec, ordered)
 
 
 def finish(dataset, spec: Spec, ordered: bool = True):

@@ -37,20 +37,40 @@ def _decode_window(encoded, window_of, channels: int):
     return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
 
 
-def inception_crop(encoded, size: int, bbox=None, flip: bool = True, channels: int = 3):
-    """Training view: a random crop (8-100% of the area, aspect 3/4-4/3) around the boxes."""
+def sub_seed(seed, which: int):
+    """The stateless seed of one random choice of an example (None: stateful ops)."""
+    return None if seed is None else tf.random.experimental.stateless_fold_in(seed, which)
+
+
+def flip_left_right(image, seed=None):
+    """A random mirror: stateless from `seed` when given, else the fast stateful op."""
+    if seed is None:
+        return tf.image.random_flip_left_right(image)
+    return tf.image.stateless_random_flip_left_right(image, sub_seed(seed, 2))
+
+
+def inception_crop(encoded, size: int, bbox=None, flip: bool = True, channels: int = 3,
+                   seed=None):
+    """Training view: a random crop (8-100% of the area, aspect 3/4-4/3) around the boxes.
+
+    With `seed` (int64 [2]) every choice is stateless, so the view is a function of it.
+    """
     if bbox is None:
         bbox = tf.zeros([1, 0, 4], tf.float32)
+    options = dict(min_object_covered=0.1, aspect_ratio_range=(0.75, 4 / 3),
+                   area_range=(0.08, 1.0), max_attempts=10, use_image_if_no_bounding_boxes=True)
 
     def window_of(shape):
-        begin, crop, _ = tf.image.sample_distorted_bounding_box(
-            shape, bbox, min_object_covered=0.1, aspect_ratio_range=(0.75, 4 / 3),
-            area_range=(0.08, 1.0), max_attempts=10, use_image_if_no_bounding_boxes=True)
+        if seed is None:
+            begin, crop, _ = tf.image.sample_distorted_bounding_box(shape, bbox, **options)
+        else:
+            begin, crop, _ = tf.image.stateless_sample_distorted_bounding_box(
+                shape, bbox, seed=sub_seed(seed, 1), **options)
         return tf.stack([begin[0], begin[1], crop[0], crop[1]])
 
     image = _decode_window(encoded, window_of, channels)
     if flip:
-        image = tf.image.random_flip_left_right(image)
+        image = flip_left_right(image, seed)
     return tf.image.resize(image, [size, size], method="bilinear")
 
 
@@ -66,12 +86,17 @@ def central_crop(encoded, size: int, fraction: float = 0.875, channels: int = 3)
     return tf.image.resize(image, [size, size], method="bilinear")
 
 
-def pad_crop(image, pad: int, flip: bool):
-    """CIFAR-style augmentation: zero-pad, random crop back to size, optional mirror."""
+def pad_crop(image, pad: int, flip: bool, seed=None):
+    """CIFAR-style augmentation: zero-pad, random crop back to size, optional mirror;
+    stateless from `seed` when given."""
     height, width, channels = image.shape
     image = tf.image.resize_with_crop_or_pad(image, height + 2 * pad, width + 2 * pad)
-    image = tf.image.random_crop(image, [height, width, channels])
-    return tf.image.random_flip_left_right(image) if flip else image
+    if seed is None:
+        image = tf.image.random_crop(image, [height, width, channels])
+    else:
+        image = tf.image.stateless_random_crop(image, [height, width, channels],
+                                               sub_seed(seed, 1))
+    return flip_left_right(image, seed) if flip else image
 
 
 def resize(image, size: int | None):

@@ -87,23 +87,27 @@ def build(name, data_dir, spec):
 
     from tfyard.data import preprocess as pp
     from tfyard.data.formats.tfrecord import checked_label
-    from tfyard.data.pipeline import assemble
+    from tfyard.data.order import random_access
+    from tfyard.data.pipeline import addressed, assemble
 
     label_bytes, classes = _LAYOUT[name][:2]
     paths = files(name, data_dir, spec.split)
 
-    def decode(record):
+    def decode(record, seed=None):
         raw = tf.io.decode_raw(record, tf.uint8)
         label = checked_label(raw[label_bytes - 1], classes, 0)
         image = tf.transpose(tf.reshape(raw[label_bytes:], [3, 32, 32]), [1, 2, 0])
         if spec.training:
-            image = pp.pad_crop(image, 4, flip=True)
+            image = pp.pad_crop(image, 4, flip=True, seed=seed)
         image = pp.resize(tf.cast(image, tf.float32), spec.image_size)
         return pp.normalise(image, pp.CIFAR_STATS, spec.dtype), label
 
     def open_file(path):
         return tf.data.FixedLengthRecordDataset(path, label_bytes + PIXELS)
 
+    if spec.deterministic:
+        total = sum(os.path.getsize(p) // (label_bytes + PIXELS) for p in paths)
+        return addressed(random_access(open_file(paths), total, spec), decode, spec)
     return assemble(tf.data.Dataset.from_tensor_slices(paths), decode, spec,
                     open_file=open_file, num_files=len(paths), cache=True)
 

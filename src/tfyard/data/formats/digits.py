@@ -13,6 +13,7 @@ import shutil
 import tempfile
 
 from tfyard.data.formats import tfrecord
+from tfyard.data.formats.framing import record_counts
 
 SIZE = 32
 VALIDATION = 300
@@ -61,8 +62,7 @@ def info(name, data_dir=None, cache_dir=None, **_):
     from tfyard.data import DatasetInfo
 
     root = materialise(cache_dir)
-    counts = {split: sum(tfrecord.count_records(f)
-                         for f in tfrecord.shards("tfrecord", root, split))
+    counts = {split: sum(record_counts(tfrecord.shards("tfrecord", root, split), cache_dir))
               for split in ("train", "validation")}
     return DatasetInfo(name, 10, (SIZE, SIZE, 3), counts)
 
@@ -74,15 +74,16 @@ def build(name, data_dir, spec):
 
     root = materialise(spec.cache_dir)
 
-    def view(augment, encoded, _):
+    def view(augment, encoded, _, seed=None):
         image = tf.ensure_shape(tf.io.decode_png(encoded, channels=3), [SIZE, SIZE, 3])
         if augment:
-            image = pp.pad_crop(image, 2, flip=False)
+            image = pp.pad_crop(image, 2, flip=False, seed=seed)
         image = pp.resize(tf.cast(image, tf.float32), spec.image_size)
         return pp.normalise(image, STATS, spec.dtype)
 
     return tfrecord.read(tfrecord.shards("tfrecord", root, spec.split), 10, 0, spec,
-                         functools.partial(view, True), functools.partial(view, False))
+                         functools.partial(view, True), functools.partial(view, False),
+                         cache_dir=spec.cache_dir)
 
 
 def scan(name, data_dir, split, decode=False, cache_dir=None, **_):

@@ -70,19 +70,22 @@ def build(name, data_dir, spec):
     import tensorflow as tf
 
     from tfyard.data import preprocess as pp
-    from tfyard.data.pipeline import assemble
+    from tfyard.data.order import random_access
+    from tfyard.data.pipeline import addressed, assemble
 
     _, files = listing(data_dir, spec.split)
     size = spec.image_size or 224
     paths, labels = zip(*files, strict=True)
 
-    def decode(path, label):
+    def decode(path, label, seed=None):
         encoded = tf.io.read_file(path)
-        image = (pp.inception_crop(encoded, size) if spec.training
+        image = (pp.inception_crop(encoded, size, seed=seed) if spec.training
                  else pp.central_crop(encoded, size))
         return pp.normalise(image, pp.IMAGENET_STATS, spec.dtype), tf.cast(label, tf.int32)
 
     source = tf.data.Dataset.from_tensor_slices(([os.fsencode(p) for p in paths], list(labels)))
+    if spec.deterministic:
+        return addressed(random_access(source, len(files), spec), decode, spec)
     return assemble(source, decode, spec)
 
 

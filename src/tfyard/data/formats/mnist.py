@@ -84,15 +84,19 @@ def build(name, data_dir, spec):
     import tensorflow as tf
 
     from tfyard.data import preprocess as pp
-    from tfyard.data.pipeline import assemble
+    from tfyard.data.order import random_access
+    from tfyard.data.pipeline import addressed, assemble
 
     images, labels = load(data_dir, spec.split)
 
-    def decode(image, label):
+    def decode(image, label, seed=None):  # no augmentation: `seed` is not needed
         image = pp.resize(tf.cast(image[..., tf.newaxis], tf.float32), spec.image_size)
         return pp.normalise(image, pp.MNIST_STATS, spec.dtype), tf.cast(label, tf.int32)
 
-    return assemble(tf.data.Dataset.from_tensor_slices((images, labels)), decode, spec)
+    source = tf.data.Dataset.from_tensor_slices((images, labels))
+    if spec.deterministic:
+        return addressed(random_access(source, len(labels), spec), decode, spec)
+    return assemble(source, decode, spec)
 
 
 def scan(name, data_dir, split, decode=False, **_):

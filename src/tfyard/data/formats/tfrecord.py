@@ -8,9 +8,10 @@ Both carry `image/encoded` (JPEG or PNG), `image/class/label` and optional bound
 from __future__ import annotations
 
 import os
-import struct
+import re
 
 from tfyard.data.formats import Record, check_label, find_files, require_dir
+from tfyard.data.formats.framing import log, read_problem, record_counts
 from tfyard.errors import UserError
 
 IMAGENET_COUNTS = {"train": 1_281_167, "validation": 50_000}
@@ -58,24 +59,6 @@ def classes(name: str, data_dir: str, label_offset: int | None) -> tuple[int, in
             default_offset if label_offset is None else label_offset)
 
 
-def count_records(path: str) -> int:
-    """Records in a TFRecord file from its framing alone; a truncated file is a UserError."""
-    size, count = os.path.getsize(path), 0
-    with open(path, "rb") as stream:
-        while (position := stream.tell()) < size:
-            header = stream.read(12)
-            if len(header) < 12:
-                break
-            stream.seek(struct.unpack("<Q", header[:8])[0] + 4, os.SEEK_CUR)
-            if stream.tell() > size:
-                break
-            count += 1
-        else:
-            return count
-    raise UserError(f"{path}: truncated at record {count} (byte {position} of {size}); "
-                    "re-copy or re-convert it, or pass --skip_corrupt")
-
-
 def info(name, data_dir, cache_dir=None, label_offset=None, **_):
     from tfyard.data import DatasetInfo
 
@@ -83,10 +66,28 @@ def info(name, data_dir, cache_dir=None, label_offset=None, **_):
     counts = {}
     for split in ("train", "validation"):
         files = shards(name, data_dir, split)
-        canonical = name == "imagenet" and files[0].endswith(("-of-01024", "-of-00128"))
-        counts[split] = (IMAGENET_COUNTS[split] if canonical
-                         else sum(count_records(f) for f in files))
+        counts[split] = sum(record_counts(files, cache_dir))
+        check_names(name, split, files, counts[split])
     return DatasetInfo(name, num_classes, (224, 224, 3), counts)
+
+
+def check_names(name: str, split: str, files: list[str], found: int) -> None:
+    """Warn in one line when the shards present disagree with what their names imply."""
+    matches = [re.search(r"-of-(\d{5})$", f) for f in files]
+    declared = {m.group(1) for m in matches if m}
+    if not all(matches) or len(declared) != 1:
+        return
+    expected = int(declared.pop())
+    implied = (IMAGENET_COUNTS[split] if name == "imagenet"
+               and expected == {"train": 1024, "validation": 128}[split] else None)
+    if implied is not None and found != implied:
+        log.warning("tfyard: %s %s: %d of %d shards present hold %s records, not the %s "
+                    "their names imply; using %s", name, split, len(files), expected,
+                    f"{found:,}", f"{implied:,}", f"{found:,}")
+    elif implied is None and len(files) != expected:
+        log.warning("tfyard: %s %s: %d of %d shards present (names end -of-%05d); using "
+                    "the %s records they hold", name, split, len(files), expected, expected,
+                    f"{found:,}")
 
 
 def _parse(record):
@@ -114,21 +115,29 @@ def checked_label(label, num_classes: int, offset: int):
         return tf.identity(label)
 
 
-def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval_view):
-    """Shards -> batches; `*_view(encoded, boxes)` turns one record into a float image."""
+def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval_view,
+         cache_dir: str | None = None):
+    """Shards -> batches; `*_view(encoded, boxes, seed=None)` turns one record into a float
+    image (`seed`: the example's stateless seed in a seeded run)."""
     import tensorflow as tf
 
-    from tfyard.data.pipeline import assemble
+    from tfyard.data.order import shard_stream
+    from tfyard.data.pipeline import addressed, assemble
 
     view = train_view if spec.training else eval_view
 
-    def decode(record):
+    def decode(record, seed=None):
         encoded, label, boxes = _parse(record)
-        return view(encoded, boxes), checked_label(label, num_classes, offset)
+        return view(encoded, boxes, seed=seed), checked_label(label, num_classes, offset)
 
     def open_file(path):
-        return tf.data.TFRecordDataset(path, buffer_size=8 << 20)
+        records = tf.data.TFRecordDataset(path, buffer_size=8 << 20)
+        # a truncated tail would end a seeded window early; counts stop before it too
+        return records.ignore_errors() if spec.skip_corrupt else records
 
+    if spec.deterministic:
+        counts = record_counts(files, cache_dir, strict=not spec.skip_corrupt)
+        return addressed(shard_stream(files, counts, spec, open_file), decode, spec)
     return assemble(tf.data.Dataset.from_tensor_slices(files), decode, spec,
                     open_file=open_file, num_files=len(files))
 
@@ -140,14 +149,14 @@ def build(name, data_dir, spec):
     num_classes, offset = classes(name, data_dir, spec.label_offset)
     size = spec.image_size or 224
 
-    def train_view(encoded, boxes):
-        return pp.normalise(pp.inception_crop(encoded, size, boxes), pp.IMAGENET_STATS,
-                            spec.dtype)
+    def train_view(encoded, boxes, seed=None):
+        return pp.normalise(pp.inception_crop(encoded, size, boxes, seed=seed),
+                            pp.IMAGENET_STATS, spec.dtype)
 
-    def eval_view(encoded, _):
+    def eval_view(encoded, _, seed=None):
         return pp.normalise(pp.central_crop(encoded, size), pp.IMAGENET_STATS, spec.dtype)
 
-    return read(files, num_classes, offset, spec, train_view, eval_view)
+    return read(files, num_classes, offset, spec, train_view, eval_view, spec.cache_dir)
 
 
 def scan_files(files: list[str], num_classes: int, offset: int, decode: bool):
@@ -197,8 +206,8 @@ def _slow_scan(path: str, num_classes: int, offset: int, decode: bool):
         for record in tf.data.TFRecordDataset(path):
             yield _scan_record(path, good, record, num_classes, offset, decode)
             good += 1
-    except tf.errors.OpError as exc:
-        yield Record(path, good, problem=f"unreadable: {exc.message.splitlines()[0]}")
+    except tf.errors.OpError:
+        yield Record(path, good, problem=read_problem(path, good))
 
 
 def _image_shape(encoded, decode: bool):

@@ -1,0 +1,104 @@
+"""TFRecord framing read in plain Python: counts, cached counts, and why a file is unreadable.
+
+A record is an 8-byte little-endian length, a 4-byte CRC of it, the data and a 4-byte CRC
+of the data. Walking the lengths counts records without reading or parsing them, so sizes
+come from the data present (not from the shard names) at the cost of one seek per record,
+and the counts are cached in the work dir so a job pays it once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+
+from tfyard.errors import UserError
+
+CACHE_FILE = "tfrecord_counts.json"
+_HEADER, _FOOTER = 12, 4
+log = logging.getLogger("tfyard")
+
+
+def walk(path: str) -> tuple[int, str | None]:
+    """(whole records, why the record after them cannot be read, or None) from the framing."""
+    size, count = os.path.getsize(path), 0
+    with open(path, "rb") as stream:
+        while (position := stream.tell()) < size:
+            header = stream.read(_HEADER)
+            if len(header) < _HEADER:
+                return count, (f"truncated: the file ends at byte {size}, inside the "
+                               f"{_HEADER}-byte header of the record starting at byte "
+                               f"{position}")
+            length = struct.unpack("<Q", header[:8])[0]
+            end = position + _HEADER + length + _FOOTER
+            if end > size:
+                return count, (f"truncated: the record at byte {position} declares {length} "
+                               f"bytes of data but the file ends {end - size} bytes short")
+            stream.seek(end)
+            count += 1
+    return count, None
+
+
+def count_records(path: str, strict: bool = True) -> int:
+    """Whole records in `path`; with `strict` a truncated file is a one-line UserError."""
+    count, problem = walk(path)
+    if problem and strict:
+        raise UserError(f"{path}: record {count}: {problem}; re-copy or re-convert it, or "
+                        "pass --skip_corrupt")
+    return count
+
+
+def record_counts(files: list[str], cache_dir: str | None = None,
+                  strict: bool = True) -> list[int]:
+    """Records per file, cached in `cache_dir` by (absolute path, size, mtime)."""
+    cache = _load(cache_dir)
+    counts, fresh = [], False
+    for path in files:
+        stat = os.stat(path)
+        key, stamp = os.path.abspath(path), [stat.st_size, stat.st_mtime_ns]
+        entry = cache.get(key)
+        if isinstance(entry, list) and entry[:2] == stamp:
+            counts.append(int(entry[2]))
+            continue
+        count, problem = walk(path)
+        if problem is None:  # only whole files are cached; a truncated one is re-walked
+            cache[key], fresh = [*stamp, count], True
+        counts.append(count_records(path, strict) if problem else count)
+    if fresh:
+        _save(cache_dir, cache)
+    return counts
+
+
+def _load(cache_dir: str | None) -> dict:
+    if not cache_dir:
+        return {}
+    try:
+        with open(os.path.join(cache_dir, CACHE_FILE), encoding="utf-8") as stream:
+            cache = json.load(stream)
+        return cache if isinstance(cache, dict) else {}
+    except (OSError, ValueError):  # absent, torn or unreadable: count again
+        return {}
+
+
+def _save(cache_dir: str | None, cache: dict) -> None:
+    if not cache_dir:
+        return
+    path = os.path.join(cache_dir, CACHE_FILE)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as stream:
+            json.dump(cache, stream)
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only work dir costs a recount next time, nothing more
+        log.warning("tfyard: cannot cache record counts in %s (%s)", cache_dir, exc)
+
+
+def read_problem(path: str, index: int) -> str:
+    """Why reading `path` stopped at record `index`, in plain words."""
+    count, problem = walk(path)
+    if problem and count <= index:
+        return problem
+    return ("corrupted: the record fails its checksum (its bytes changed after it was "
+            "written)")
