@@ -16,6 +16,7 @@ import struct
 from tfyard.errors import UserError
 
 CACHE_FILE = "tfrecord_counts.json"
+CHECKSUM = "corrupted: the record fails its checksum (its bytes changed after it was written)"
 _HEADER, _FOOTER = 12, 4
 log = logging.getLogger("tfyard")
 
@@ -93,12 +94,3 @@ def _save(cache_dir: str | None, cache: dict) -> None:
         os.replace(tmp, path)
     except OSError as exc:  # a read-only work dir costs a recount next time, nothing more
         log.warning("tfyard: cannot cache record counts in %s (%s)", cache_dir, exc)
-
-
-def read_problem(path: str, index: int) -> str:
-    """Why reading `path` stopped at record `index`, in plain words."""
-    count, problem = walk(path)
-    if problem and count <= index:
-        return problem
-    return ("corrupted: the record fails its checksum (its bytes changed after it was "
-            "written)")

@@ -11,7 +11,7 @@ import os
 import re
 
 from tfyard.data.formats import Record, check_label, find_files, require_dir
-from tfyard.data.formats.framing import log, read_problem, record_counts
+from tfyard.data.formats.framing import CHECKSUM, log, record_counts, walk
 from tfyard.errors import UserError
 
 IMAGENET_COUNTS = {"train": 1_281_167, "validation": 50_000}
@@ -170,11 +170,14 @@ def scan_files(files: list[str], num_classes: int, offset: int, decode: bool):
         facts = _fast_scan(path, decode)
         if facts is None:
             yield from _slow_scan(path, num_classes, offset, decode)
-            continue
-        for index, (label, height, width) in enumerate(facts):
-            label = int(label) + offset
-            yield Record(path, index, label, (int(height), int(width)),
-                         check_label(label, num_classes))
+        else:
+            for index, (label, height, width) in enumerate(facts):
+                label = int(label) + offset
+                yield Record(path, index, label, (int(height), int(width)),
+                             check_label(label, num_classes))
+        count, problem = walk(path)  # TensorFlow ends quietly inside a truncated header
+        if problem:
+            yield Record(path, count, problem=problem)
 
 
 def _fast_scan(path: str, decode: bool):
@@ -207,7 +210,9 @@ def _slow_scan(path: str, num_classes: int, offset: int, decode: bool):
             yield _scan_record(path, good, record, num_classes, offset, decode)
             good += 1
     except tf.errors.OpError:
-        yield Record(path, good, problem=read_problem(path, good))
+        count, problem = walk(path)
+        if problem is None or count > good:  # a truncation is reported by `scan_files`
+            yield Record(path, good, problem=CHECKSUM)
 
 
 def _image_shape(encoded, decode: bool):
