@@ -174,7 +174,8 @@ def shard_stream(files: list[str], counts: list[int], spec, open_file, window: i
 
         windows = tf.data.Dataset.zip(tf.data.Dataset.range(window_start // window, ENDLESS),
                                       records)
-        return windows.map(mix).prefetch(1).unbatch()
+        return windows.map(mix)
 
     epochs = tf.data.Dataset.range(first_epoch, ENDLESS if spec.repeated else 1)
-    return epochs.flat_map(epoch_stream)
+    # the next window (of this epoch or the next) is read and permuted while one is consumed
+    return epochs.flat_map(epoch_stream).prefetch(1).unbatch()
