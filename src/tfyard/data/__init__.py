@@ -1,49 +1,19 @@
 """Dataset registry: `build_dataset(name, split, ...)` -> tf.data of (image, label) batches.
 
 Importing this package does not import TensorFlow; each reader in `formats/` is
-imported when first used.
+imported when first used. Dependencies point one way: this package -> inspect ->
+formats -> pipeline/order/preprocess; nothing below imports the package back.
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
-import importlib
-from dataclasses import dataclass
 
+from tfyard.data.formats import DATASETS, DatasetInfo, reader
 from tfyard.data.pipeline import Spec, split_name
 from tfyard.errors import UserError
 
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    name: str
-    num_classes: int
-    image_shape: tuple[int, int, int]  # (H, W, C) a model should take for this data
-    num_examples: dict[str, int]  # {"train": n, "validation": m}
-
-
-# name -> module in tfyard.data.formats
-_READERS = {
-    "imagenet": "tfrecord",
-    "tfrecord": "tfrecord",
-    "cifar10": "cifar",
-    "cifar100": "cifar",
-    "mnist": "mnist",
-    "folder": "folder",
-    "digits": "digits",
-    "synthetic": "synthetic",
-}
-DATASETS: tuple[str, ...] = tuple(_READERS)
-
-
-def reader(name: str):
-    """The format module for dataset `name`, or a UserError listing the known names."""
-    if name not in _READERS:
-        close = difflib.get_close_matches(name, DATASETS, n=len(DATASETS), cutoff=0.3)
-        known = close + [n for n in DATASETS if n not in close]
-        raise UserError(f"unknown dataset {name!r}; use one of: {', '.join(known)}")
-    return importlib.import_module(f"tfyard.data.formats.{_READERS[name]}")
+__all__ = ["DATASETS", "DatasetInfo", "build_dataset", "checked", "dataset_info", "reader"]
 
 
 def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,

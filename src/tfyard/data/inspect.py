@@ -8,7 +8,7 @@ from __future__ import annotations
 import glob
 import os
 
-from tfyard.data import reader
+from tfyard.data.formats import reader
 from tfyard.errors import UserError
 
 # (dataset, file patterns that identify it), first match wins
@@ -63,8 +63,7 @@ def inspect(path: str, verify: bool = False, name: str | None = None) -> dict:
 
 def problems(name: str, data_dir: str | None, split: str, cache_dir: str | None = None):
     """The unusable records of a split (full decode), in order."""
-    scan = getattr(reader(name), "scan", None)
-    records = scan(name, data_dir, split, decode=True, cache_dir=cache_dir) if scan else ()
+    records = reader(name).scan(name, data_dir, split, decode=True, cache_dir=cache_dir)
     return (r for r in records if r.problem)
 
 

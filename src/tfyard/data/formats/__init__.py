@@ -1,54 +1,57 @@
-"""One reader per on-disk format; each module provides `info`, `build` and `scan`.
+"""One reader per on-disk format, each a module that implements `Format`, and their registry.
 
 `scan(name, data_dir, split, decode)` yields one `Record` per stored example, for
-`tfyard data inspect` and for naming the bad record when training hits one.
+`tfyard data inspect` and for naming the bad record when training hits one. Readers import
+`base` (shared facts and checks), never this registry nor `tfyard.data`, and load on first
+use, so importing the registry imports no reader and no TensorFlow.
 """
 
 from __future__ import annotations
 
-import glob
-import os
-from dataclasses import dataclass
+import difflib
+import importlib
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
 
+from tfyard.data.formats.base import DatasetInfo, Record
 from tfyard.errors import UserError
 
+__all__ = ["DATASETS", "REGISTRY", "DatasetInfo", "Format", "Record", "reader"]
 
-@dataclass(frozen=True)
-class Record:
-    """One stored example as inspect sees it; `problem` is set when it cannot be used."""
-
-    file: str
-    index: int | None
-    label: int | None = None
-    size: tuple[int, int] | None = None  # (height, width) when known
-    problem: str | None = None
-
-    def __str__(self) -> str:
-        where = self.file if self.index is None else f"{self.file}: record {self.index}"
-        return f"{where}: {self.problem}"
-
-
-def require_dir(name: str, data_dir: str | None) -> str:
-    """`data_dir` if it is a directory; otherwise a UserError naming `--data_dir`."""
-    if not data_dir:
-        raise UserError(f"dataset {name!r} needs --data_dir (or TFYARD_DATA_DIR) pointing at "
-                        "its files")
-    if not os.path.isdir(data_dir):
-        raise UserError(f"data directory {data_dir} does not exist; check --data_dir")
-    return data_dir
+# dataset name -> the module in this package that reads it; one key per dataset format
+REGISTRY = {
+    "imagenet": "tfrecord",
+    "tfrecord": "tfrecord",
+    "cifar10": "cifar",
+    "cifar100": "cifar",
+    "mnist": "mnist",
+    "folder": "folder",
+    "digits": "digits",
+    "synthetic": "synthetic",
+}
+DATASETS: tuple[str, ...] = tuple(REGISTRY)
 
 
-def find_files(data_dir: str, patterns: list[str], what: str) -> list[str]:
-    """Sorted files matching the first pattern that matches anything, else a UserError."""
-    for pattern in patterns:
-        files = sorted(glob.glob(os.path.join(glob.escape(data_dir), pattern)))
-        if files:
-            return files
-    raise UserError(f"no {what} in {data_dir} (looked for {' or '.join(patterns)}); check "
-                    "--data_dir and --dataset")
+@runtime_checkable
+class Format(Protocol):
+    """What every reader module offers; `name` is the registry key it was found under."""
+
+    def info(self, name: str, data_dir: str | None, cache_dir: str | None = None,
+             **options: Any) -> DatasetInfo: ...
+
+    def build(self, name: str, data_dir: str | None, spec: Any) -> Any:
+        """Batches of (image, label) as `tfyard.data.build_dataset` documents."""
+
+    def scan(self, name: str, data_dir: str | None, split: str, decode: bool = False,
+             **options: Any) -> Iterator[Record]: ...
 
 
-def check_label(label: int, num_classes: int) -> str | None:
-    if 0 <= label < num_classes:
-        return None
-    return f"label {label} is outside 0..{num_classes - 1} for {num_classes} classes"
+def reader(name: str) -> Format:
+    """The format for dataset `name`, or a UserError listing the known names."""
+    if name not in REGISTRY:
+        close = difflib.get_close_matches(name, DATASETS, n=len(DATASETS), cutoff=0.3)
+        known = close + [n for n in DATASETS if n not in close]
+        raise UserError(f"unknown dataset {name!r}; use one of: {', '.join(known)}")
+    module = importlib.import_module(f"{__name__}.{REGISTRY[name]}")
+    assert isinstance(module, Format), f"{module.__name__} does not implement Format"
+    return module

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from tfyard.data.formats import Record, check_label, find_files, require_dir
+from tfyard.data.formats.base import DatasetInfo, Record, check_label, find_files, require_dir
 from tfyard.errors import UserError
 
 PIXELS = 32 * 32 * 3
@@ -73,8 +73,6 @@ def load(name: str, data_dir: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def info(name, data_dir, cache_dir=None, **_):
-    from tfyard.data import DatasetInfo
-
     label_bytes, classes = _LAYOUT[name][:2]
     counts = {split: sum(os.path.getsize(f) // (label_bytes + PIXELS)
                          for f in files(name, data_dir, split))
@@ -85,7 +83,7 @@ def info(name, data_dir, cache_dir=None, **_):
 def build(name, data_dir, spec):
     import tensorflow as tf
 
-    from tfyard.data import preprocess as pp
+    import tfyard.data.preprocess as pp
     from tfyard.data.formats.tfrecord import checked_label
     from tfyard.data.order import random_access
     from tfyard.data.pipeline import addressed, assemble

@@ -12,7 +12,8 @@ import os
 import shutil
 import tempfile
 
-from tfyard.data.formats import tfrecord
+import tfyard.data.formats.tfrecord as tfrecord
+from tfyard.data.formats.base import DatasetInfo
 from tfyard.data.formats.framing import record_counts
 
 SIZE = 32
@@ -59,8 +60,6 @@ def materialise(cache_dir: str | None = None) -> str:
 
 
 def info(name, data_dir=None, cache_dir=None, **_):
-    from tfyard.data import DatasetInfo
-
     root = materialise(cache_dir)
     counts = {split: sum(record_counts(tfrecord.shards("tfrecord", root, split), cache_dir))
               for split in ("train", "validation")}
@@ -70,7 +69,7 @@ def info(name, data_dir=None, cache_dir=None, **_):
 def build(name, data_dir, spec):
     import tensorflow as tf
 
-    from tfyard.data import preprocess as pp
+    import tfyard.data.preprocess as pp
 
     root = materialise(spec.cache_dir)
 

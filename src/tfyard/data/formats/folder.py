@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from tfyard.data.formats import Record, require_dir
+from tfyard.data.formats.base import DatasetInfo, Record, require_dir
 from tfyard.errors import UserError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -55,8 +55,6 @@ def listing(data_dir: str | None, split: str):
 
 
 def info(name, data_dir, cache_dir=None, **_):
-    from tfyard.data import DatasetInfo
-
     classes, train = listing(data_dir, "train")
     try:
         validation = len(listing(data_dir, "validation")[1])
@@ -69,7 +67,7 @@ def info(name, data_dir, cache_dir=None, **_):
 def build(name, data_dir, spec):
     import tensorflow as tf
 
-    from tfyard.data import preprocess as pp
+    import tfyard.data.preprocess as pp
     from tfyard.data.order import random_access
     from tfyard.data.pipeline import addressed, assemble
 

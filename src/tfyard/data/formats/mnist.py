@@ -11,7 +11,7 @@ import zipfile
 
 import numpy as np
 
-from tfyard.data.formats import Record, check_label, require_dir
+from tfyard.data.formats.base import DatasetInfo, Record, check_label, require_dir
 from tfyard.errors import UserError
 
 _IDX = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
@@ -74,8 +74,6 @@ def load(data_dir: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def info(name, data_dir, cache_dir=None, **_):
-    from tfyard.data import DatasetInfo
-
     counts = {split: len(load(data_dir, split)[1]) for split in _NPZ}
     return DatasetInfo(name, 10, (28, 28, 1), counts)
 
@@ -83,7 +81,7 @@ def info(name, data_dir, cache_dir=None, **_):
 def build(name, data_dir, spec):
     import tensorflow as tf
 
-    from tfyard.data import preprocess as pp
+    import tfyard.data.preprocess as pp
     from tfyard.data.order import random_access
     from tfyard.data.pipeline import addressed, assemble
 

@@ -5,6 +5,7 @@ For benchmarks that measure the model, not the input pipeline.
 
 from __future__ import annotations
 
+from tfyard.data.formats.base import DatasetInfo
 from tfyard.data.formats.tfrecord import IMAGENET_COUNTS
 
 NUM_CLASSES = 1000
@@ -12,8 +13,6 @@ POOL = 32  # distinct images of a seeded run
 
 
 def info(name, data_dir=None, cache_dir=None, image_size=None, num_examples=None, **_):
-    from tfyard.data import DatasetInfo
-
     size = image_size or 224
     counts = {s: num_examples or n for s, n in IMAGENET_COUNTS.items()}
     return DatasetInfo(name, NUM_CLASSES, (size, size, 3), counts)
@@ -53,3 +52,8 @@ def build(name, data_dir, spec):
     ids = positions(spec, count).map(lambda _, i: i).unbatch()
     batches = ids.batch(spec.batch_size, drop_remainder=spec.training)
     return finish(batches.map(view).prefetch(tf.data.AUTOTUNE), spec)
+
+
+def scan(name, data_dir, split, decode=False, **_):
+    """Nothing is stored, so nothing can be bad."""
+    return iter(())

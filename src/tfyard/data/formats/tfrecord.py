@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from tfyard.data.formats import Record, check_label, find_files, require_dir
+from tfyard.data.formats.base import DatasetInfo, Record, check_label, find_files, require_dir
 from tfyard.data.formats.framing import CHECKSUM, log, record_counts, walk
 from tfyard.errors import UserError
 
@@ -60,8 +60,6 @@ def classes(name: str, data_dir: str, label_offset: int | None) -> tuple[int, in
 
 
 def info(name, data_dir, cache_dir=None, label_offset=None, **_):
-    from tfyard.data import DatasetInfo
-
     num_classes, _ = classes(name, require_dir(name, data_dir), label_offset)
     counts = {}
     for split in ("train", "validation"):
@@ -143,7 +141,7 @@ def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval
 
 
 def build(name, data_dir, spec):
-    from tfyard.data import preprocess as pp
+    import tfyard.data.preprocess as pp
 
     files = shards(name, data_dir, spec.split)
     num_classes, offset = classes(name, data_dir, spec.label_offset)
