@@ -89,3 +89,22 @@ def test_verify_names_file_record_and_reason_in_plain_words(tmp_path, damage):
     assert len(problems) == 1
     assert problems[0].startswith(f"{shard}: record {1 if damage == 'checksum' else 2}: {reason}")
     assert "{{" not in problems[0] and "__wrapped__" not in problems[0]
+
+
+def test_verify_cli_prints_the_plain_reason(tmp_path):
+    """`tfyard data inspect --verify`, as a user runs it, on a record with a flipped byte."""
+    import subprocess
+    import sys
+
+    shard = tmp_path / "validation-00000-of-00001"
+    write_records(shard, [tf_example(image_bytes(_pixels()), 1)] * 2)
+    write_records(tmp_path / "train-00000-of-00001", [tf_example(image_bytes(_pixels()), 1)])
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2 + 30] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    done = subprocess.run([sys.executable, "-m", "tfyard", "data", "inspect", "--verify",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert (f"  {shard}: record 1: corrupted: the record fails its checksum (its bytes "
+            "changed after it was written)\n") in done.stdout
+    assert "function_node" not in done.stdout + done.stderr
