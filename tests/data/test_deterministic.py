@@ -156,3 +156,43 @@ def test_bad_start_or_ids_without_seed(tmp_path):
                       input_context=context, global_batch=6)
     with pytest.raises(UserError, match="with_ids.*need a seed"):
         build_dataset("imagenet", "train", str(tmp_path), batch_size=2, with_ids=True)
+
+
+MIRRORED = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tfyard.data import build_dataset
+data_dir = sys.argv[1]
+def dataset(context=None, batch=8):
+    return build_dataset("mnist", "train", data_dir, seed=3, with_ids=True, start_example=16,
+                         batch_size=batch, input_context=context)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+replicas = iter(strategy.distribute_datasets_from_function(
+    lambda ctx: dataset(ctx, ctx.get_per_replica_batch_size(8))))
+single = iter(dataset())
+same = []
+for _ in range(4):
+    local = strategy.experimental_local_results(next(replicas)[2])
+    ids = np.concatenate([t.numpy() for t in local])
+    same.append(ids.tolist() == next(single)[2].numpy().tolist())
+print(json.dumps(same))
+"""
+
+
+def test_mirrored_replicas_concatenate_to_the_global_batch(tmp_path):
+    """With a real MirroredStrategy over 2 CPU devices: replica 0 then replica 1 of each step
+    are the global batch a single device reads at that step (resumed at step 2)."""
+    import json
+    import subprocess
+    import sys
+
+    images, labels = mnist_arrays(19, 0)
+    np.savez(tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images,
+             y_test=labels)
+    done = subprocess.run([sys.executable, "-c", MIRRORED, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True] * 4
