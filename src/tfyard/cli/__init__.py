@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from tfyard import __version__
+from tfyard import __version__, quiet
 from tfyard.errors import UserError
 
 # (module, command) pairs in the order `tfyard --help` lists them.
@@ -31,6 +31,8 @@ def build_parser() -> Parser:
         "one CPU, one or many GPUs, all-reduce or parameter-server clusters, Spark, containers.",
     )
     parser.add_argument("--version", action="version", version=f"tfyard {__version__}")
+    parser.add_argument("--verbose", action="store_true",
+                        help=f"also show TensorFlow's own log lines (env {quiet.VERBOSE_ENV}=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"tfyard.cli.{name}").register(commands)
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    quiet.setup(args.verbose)
     try:
         return args.func(args) or 0
     except UserError as exc:

@@ -3,6 +3,8 @@
 
 def run(argv: list[str] | None = None, prog: str = "tfyard train") -> int:
     """Parse a training command line (classic spellings included) and train."""
+    from tfyard import quiet
     from tfyard.train.job import run as run_job
 
+    quiet.setup()  # TensorFlow's C++ log lines off stderr (tfyard/quiet.py)
     return run_job(argv, prog=prog)
