@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from tfyard import __version__, quiet
+from tfyard.distribute.strategy import end_together
 from tfyard.errors import UserError
 
 # (module, command) pairs in the order `tfyard --help` lists them.
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     quiet.setup(args.verbose)
     try:
-        return args.func(args) or 0
+        status = args.func(args) or 0
+        if status == 0:
+            end_together()  # all-reduce members leave together: no "tasks have crashed"
+        return status
     except UserError as exc:
         print(f"tfyard: error: {exc}", file=sys.stderr)
         return 2
