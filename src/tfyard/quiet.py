@@ -31,6 +31,8 @@ import signal
 import sys
 
 VERBOSE_ENV = "TFYARD_VERBOSE"
+# Where the hidden lines go, if anywhere (appended; members of a job may share it).
+LOG_FILE_ENV = "TFYARD_TF_LOG"
 # A C++ log line: level, MMDD, time (seconds since the epoch before absl is initialised),
 # thread id, file:line].
 LOG_PREFIX = r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] "
@@ -132,43 +134,57 @@ def _spawn_filter(read: int, real: int) -> None:
             signal.signal(signal.SIGINT, ignored)
 
 
-def drop_log_lines(lines: list[bytes], dropping: bool) -> tuple[list[bytes], bool]:
-    """The lines to keep of one chunk, and whether a dropped message is still running.
+def split_log_lines(lines: list[bytes], dropping: bool):
+    """(lines to keep, lines to drop, whether a dropped message still runs) for one chunk.
 
     A C++ log message arrives in one write, continuation lines included, so unprefixed
     lines right after a dropped log line in the same chunk are its continuation; FATAL
     lines and theirs are kept.
     """
-    keep = []
+    keep, drop = [], []
     for line in lines:
         if _LOG.match(line):
             dropping = line[:1] != b"F"
         elif line.rstrip(b"\r") == _BANNER:
             dropping = True
-            continue
-        if not dropping:
+        elif not dropping:
             keep.append(line)
-    return keep, dropping
+            continue
+        (drop if dropping else keep).append(line)
+    return keep, drop, dropping
 
 
 def run_filter(source: int = 0, sink: int = 1) -> None:
-    """The filter process: copy `source` to `sink` less TensorFlow's log lines, until EOF."""
+    """The filter process: copy `source` to `sink` less TensorFlow's log lines, until EOF;
+    the dropped lines go to the file TFYARD_TF_LOG names, if any."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    pending, dropping, open_sink = b"", False, True
-    while True:
-        chunk = os.read(source, 65536)
-        if not chunk:
-            break
+    outputs = {True: sink, False: _open_log(os.environ.get(LOG_FILE_ENV))}
+    pending, dropping = b"", False
+    while chunk := os.read(source, 65536):
         # A new chunk starts a new write unless the last one ended mid-line.
         dropping = dropping and bool(pending)
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
-        keep, dropping = drop_log_lines(lines, dropping)
-        open_sink = open_sink and _write_all(sink, b"".join(line + b"\n" for line in keep))
-    keep, _ = drop_log_lines([pending] if pending else [], dropping)
-    if keep and open_sink:
-        _write_all(sink, keep[0])
+        keep, drop, dropping = split_log_lines(lines, dropping)
+        _emit(outputs, keep, drop, b"\n")
+    keep, drop, _ = split_log_lines([pending] if pending else [], dropping)
+    _emit(outputs, keep, drop, b"")
+
+
+def _emit(outputs: dict, keep: list[bytes], drop: list[bytes], end: bytes) -> None:
+    """Kept lines to outputs[True], dropped ones to outputs[False]; a gone reader is None."""
+    for kept, part in ((True, keep), (False, drop)):
+        if part and outputs[kept] is not None:
+            if not _write_all(outputs[kept], b"".join(line + end for line in part)):
+                outputs[kept] = None
+
+
+def _open_log(path: str | None) -> int | None:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
+    except OSError:
+        return None
 
 
 def _write_all(fd: int, data: bytes) -> bool:
