@@ -129,5 +129,34 @@ def test_two_member_job_ends_cleanly_and_only_the_writer_says_so(tmp_path):
     said = [line for line in result.stdout.splitlines() if "mnist: model saved" in line]
     assert len(said) == 1 and said[0].startswith("[worker:0] "), result.stdout
     log = Path(hidden).read_text()
-    assert "coordination_service" in log       # the members' C++ lines were there, hidden
+    assert "absl::InitializeLog" in log        # the members' C++ lines were there, hidden
     assert "The tasks have crashed" not in log and "unhealthy" not in log
+
+
+# A member whose leader ends 15 s after the other worker: longer than the coordination
+# service's 10 s heartbeat timeout, as a long evaluation or export is.
+LATE_LEADER = """
+import sys, time
+from tfyard import quiet
+from tfyard.distribute import strategy
+from tfyard.distribute.cluster import load_cluster_config
+from tfyard.train.job import run
+quiet.setup()
+run(sys.argv[1:])
+if load_cluster_config().is_coordinator:
+    time.sleep(15)
+strategy.end_together()
+"""
+
+
+@pytest.mark.cluster
+def test_a_late_leader_does_not_report_the_early_member_as_crashed(digits_work, tmp_path):
+    hidden = tmp_path / "tf.log"
+    result = tfyard("launch", "local", "--workers", "2", "--", sys.executable, "-c",
+                    LATE_LEADER, *TINY, "--no_export", "--output_dir", tmp_path / "out",
+                    "--work_dir", digits_work, env={"TFYARD_TF_LOG": str(hidden)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert noise(result) == [], noise(result)
+    log = Path(hidden).read_text()
+    assert "absl::InitializeLog" in log
+    assert "The tasks have crashed" not in log and "unhealthy" not in log, log[-3000:]
