@@ -18,9 +18,10 @@ from tests.examples.test_seed_scripts import EXAMPLES, write_mnist_npz
 from tests.train.conftest import FAST
 from tfyard.quiet import split_log_lines
 
-# What TensorFlow 2.21 prints on this kind of machine, with or without a `[worker:1] ` prefix.
+# What TensorFlow 2.21 prints on this kind of machine, with or without a `[worker:1] ` prefix
+# (FATAL lines are not noise: they say why a process aborts, and get through).
 NOISE = re.compile(
-    r"^(\[[a-z]+:\d+\] )?([IWEF]\d{4} \d\d:\d\d:\d+\.\d+ "
+    r"^(\[[a-z]+:\d+\] )?([IWE]\d{4} \d\d:\d\d:\d+\.\d+ "
     r"|.*(absl::InitializeLog|cudart_stub|cpu_feature_guard|cuInit|The tasks have crashed"
     r"|To enable the following instructions|buffer size is|WARNING:absl:))")
 TINY = [*FAST, "--train_steps", "4", "--steps_per_loop", "2", "--no_jit_compile"]
@@ -160,3 +161,24 @@ def test_a_late_leader_does_not_report_the_early_member_as_crashed(digits_work, 
     log = Path(hidden).read_text()
     assert "absl::InitializeLog" in log
     assert "The tasks have crashed" not in log and "unhealthy" not in log, log[-3000:]
+
+
+def test_what_a_user_must_see_gets_through():
+    code = """if True:
+        import os, sys, warnings
+        from tfyard import quiet
+        tf = quiet.import_tensorflow()
+        print(tf.constant(2) * 3)
+        warnings.warn("a real warning")
+        os.write(2, b"F1123 09:41:02.123456   77 check.cc:12] Check failed: x\\n")
+        os.write(2, b"plain text on fd 2\\n")
+        print("tfyard: error: ours", file=sys.stderr)
+    """
+    environ = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=environ, timeout=300)
+    assert result.returncode == 0 and "tf.Tensor(6" in result.stdout, result.stderr
+    assert noise(result) == [], noise(result)
+    for said in ("UserWarning: a real warning", "] Check failed: x", "plain text on fd 2",
+                 "tfyard: error: ours"):
+        assert said in result.stderr, result.stderr
