@@ -163,7 +163,7 @@ def test_a_late_leader_does_not_report_the_early_member_as_crashed(digits_work, 
     assert "The tasks have crashed" not in log and "unhealthy" not in log, log[-3000:]
 
 
-def test_what_a_user_must_see_gets_through():
+def test_what_a_user_must_see_gets_through_and_a_crash_says_how_to_see_the_rest():
     code = """if True:
         import os, sys, warnings
         from tfyard import quiet
@@ -173,12 +173,13 @@ def test_what_a_user_must_see_gets_through():
         os.write(2, b"F1123 09:41:02.123456   77 check.cc:12] Check failed: x\\n")
         os.write(2, b"plain text on fd 2\\n")
         print("tfyard: error: ours", file=sys.stderr)
+        raise RuntimeError("boom")
     """
     environ = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=environ, timeout=300)
-    assert result.returncode == 0 and "tf.Tensor(6" in result.stdout, result.stderr
+    assert result.returncode == 1 and "tf.Tensor(6" in result.stdout, result.stderr
     assert noise(result) == [], noise(result)
     for said in ("UserWarning: a real warning", "] Check failed: x", "plain text on fd 2",
-                 "tfyard: error: ours"):
+                 "tfyard: error: ours", "RuntimeError: boom", "TFYARD_VERBOSE=1"):
         assert said in result.stderr, result.stderr

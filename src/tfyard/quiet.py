@@ -111,8 +111,19 @@ def install() -> bool:
     sys.stderr = io.TextIOWrapper(io.FileIO(real, "w"), encoding="utf-8",
                                   errors="backslashreplace", line_buffering=True,
                                   write_through=True)
+    sys.excepthook = _with_hint(sys.excepthook)
     _installed = True
     return True
+
+
+def _with_hint(excepthook):
+    """After a crash's traceback, say where TensorFlow's hidden lines can be seen."""
+    def hook(kind, value, traceback):
+        excepthook(kind, value, traceback)
+        if not issubclass(kind, KeyboardInterrupt):
+            print(f"tfyard: TensorFlow's own log lines were hidden; `tfyard --verbose ...`, "
+                  f"{VERBOSE_ENV}=1 or {LOG_FILE_ENV}=FILE shows them", file=sys.stderr)
+    return hook
 
 
 def _spawn_filter(read: int, real: int) -> None:
