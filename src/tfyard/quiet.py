@@ -15,6 +15,9 @@ descriptor itself, set up before TensorFlow is imported:
 The filter is a separate process, not a thread, so nothing is lost at an abort or in
 C++ teardown: it reads until every writer is gone and ignores SIGINT/SIGTERM meanwhile.
 A member started under `tfyard launch local` inherits TFYARD_VERBOSE with the environment.
+TFYARD_TF_LOG=FILE appends the hidden lines to FILE (what reaches the filter: TensorFlow's
+own sink already drops INFO and WARNING, see QUIET_ENV). A crash's traceback ends with a
+line saying how to see them.
 
     quiet.setup(verbose)        # entry points: filter as soon as anything imports TensorFlow
     tf = quiet.import_tensorflow()
