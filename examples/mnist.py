@@ -11,12 +11,13 @@ from pathlib import Path
 
 from tfyard import platform
 from tfyard.cli import main as tfyard
+from tfyard.distribute.cluster import load_cluster_config
 
 
 def main(argv: list[str]) -> int:
     status = tfyard(["train", "--dataset", "mnist", "--model", "mnist_cnn", *argv])
-    if status:
-        return status
+    if status or not load_cluster_config().is_coordinator:
+        return status  # only the member that wrote the export copies it and says so
     parser = platform.add_platform_arguments(argparse.ArgumentParser(add_help=False))
     output_dir = Path(platform.from_args(parser.parse_known_args(argv)[0], create=False)
                       .output_dir)

@@ -41,3 +41,23 @@ def test_validation_error_is_one_line_and_writes_nothing(case, code_dir, tmp_pat
     assert expected in err
     assert sorted(p.name for p in code_dir.parent.iterdir()) == ["code", "outside.py"]
     assert not (code_dir / "build").exists()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--train_params", "--batch_size=64"], "--batch_size=64"),
+    (["--train_params", "--batch_size 64 --quiet"], "--batch_size 64 --quiet"),
+    (["--train-params", "-x"], "-x"),
+    (["--train_params=--epochs=2"], "--epochs=2"),
+])
+def test_train_params_may_start_with_a_dash_in_every_spelling(argv, expected, code_dir, capsys):
+    assert main(["pack", "--code_path", str(code_dir), "--main", "train.py",
+                 "--image", "trainer", *argv]) == 0
+    assert f"python /data/train.py {expected}\n" in capsys.readouterr().out
+
+
+def test_train_params_without_a_value_is_one_line(code_dir, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["pack", "--code_path", str(code_dir), "--main", "train.py", "--image", "trainer",
+              "--train_params"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "--train_params" in err

@@ -10,7 +10,8 @@ import argparse
 import importlib
 import sys
 
-from tfyard import __version__
+from tfyard import __version__, quiet
+from tfyard.distribute.strategy import end_together
 from tfyard.errors import UserError
 
 # (module, command) pairs in the order `tfyard --help` lists them.
@@ -20,8 +21,32 @@ COMMAND_MODULES = ("cluster", "train", "launch", "pack", "models", "data", "benc
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit status 2."""
 
+    # Options whose value may itself start with a dash: `--train_params --batch_size=64`.
+    dash_values: frozenset[str] = frozenset()
+
     def error(self, message):  # noqa: D102 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse API
+        if args is not None and self.dash_values:
+            args = join_dash_values(list(args), self.dash_values)
+        return super().parse_known_args(args, namespace)
+
+
+def join_dash_values(args: list[str], options) -> list[str]:
+    """`--opt -x` -> `--opt=-x` for `options`, which argparse would otherwise read as
+    `--opt` missing its value; nothing after a bare `--` is touched."""
+    out = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            return [*out, arg, *rest]
+        if arg in options:
+            value = next(rest, None)
+            out.append(arg if value is None else f"{arg}={value}")
+        else:
+            out.append(arg)
+    return out
 
 
 def build_parser() -> Parser:
@@ -31,6 +56,8 @@ def build_parser() -> Parser:
         "one CPU, one or many GPUs, all-reduce or parameter-server clusters, Spark, containers.",
     )
     parser.add_argument("--version", action="version", version=f"tfyard {__version__}")
+    parser.add_argument("--verbose", action="store_true",
+                        help=f"also show TensorFlow's own log lines (env {quiet.VERBOSE_ENV}=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"tfyard.cli.{name}").register(commands)
@@ -43,8 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    quiet.setup(args.verbose)
     try:
-        return args.func(args) or 0
+        status = args.func(args) or 0
+        if status == 0:
+            end_together()  # all-reduce members leave together: no "tasks have crashed"
+        return status
     except UserError as exc:
         print(f"tfyard: error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tfyard import platform
 from tfyard.train.options import positive_int
 
 _STEPS_PER_LOOP = 10
@@ -81,7 +82,17 @@ def register(commands) -> None:
     bench.set_defaults(func=lambda args: bench.print_help() or 2)
 
 
+def _check_names(args) -> None:
+    """Unknown model or dataset names are refused before TensorFlow is imported."""
+    from tfyard.data import reader
+    from tfyard.models import get_spec
+
+    get_spec(args.model)
+    reader(args.dataset)
+
+
 def _train(args) -> int:
+    _check_names(args)
     if args.pin_cpu:
         from tfyard.bench.train import pin_to_core
 
@@ -114,6 +125,10 @@ def _train(args) -> int:
 
 
 def _data(args) -> int:
+    from tfyard.data import reader
+
+    reader(args.dataset)  # an unknown name or a missing --data_dir, before TensorFlow
+    platform.resolve(data_dir=args.data_dir, create=False)
     from tfyard.bench.data import measure
 
     result = measure(args.dataset, args.data_dir, args.batch_size, args.image_size,
@@ -147,6 +162,7 @@ def member_args(args) -> list[str]:
 
 
 def _scaling(args) -> int:
+    _check_names(args)
     from tfyard.bench.scaling import measure
 
     def show(row):

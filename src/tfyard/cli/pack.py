@@ -28,7 +28,8 @@ def register(commands) -> None:
     flag("gpu", action="store_true", help="GPU base image, `--gpus all` in the local test")
     flag("requirements", metavar="FILE", help="pip requirements installed into the image")
     flag("train_params", default="", metavar="'ARGS'",
-         help="arguments for the script (write --train_params='-x ...' if they start with -)")
+         help="arguments for the script as one string: --train_params '--batch_size 64'")
+    pack.dash_values = frozenset(("--train_params", "--train-params"))
     flag("registry", metavar="HOST/NS", help="registry prefix for the image name")
     flag("registry_user", metavar="USER", help="with --push: `docker login` as USER first")
     flag("out", metavar="DIR", help="where to write the files (default: DIR's parent)")

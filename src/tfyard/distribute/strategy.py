@@ -18,6 +18,10 @@ from tfyard.errors import UserError
 STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 # Inter-op threads for servers: a PS task with fewer than a handful dead-locks on small machines.
 MIN_INTER_OP_THREADS = 8
+# The all-reduce members meet here at a normal end (see end_together).
+END_BARRIER = "tfyard_end_of_job"
+END_TIMEOUT_SECS = float(os.environ.get("TFYARD_END_TIMEOUT", 3600))
+_all_reduce_members = False
 
 
 @dataclass(frozen=True)
@@ -117,12 +121,36 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
         return tf.distribute.MirroredStrategy(devices)
     export_tf_config(cluster)
     if name == "multi_worker_mirrored":
+        global _all_reduce_members
+        _all_reduce_members = True
         return tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=_resolver(cluster, num_gpus)
         )
     if name == "parameter_server":
         return tf.distribute.experimental.ParameterServerStrategy(_resolver(cluster, 0))
     raise AssertionError(f"unhandled strategy {name}")
+
+
+def end_together(timeout: float = END_TIMEOUT_SECS) -> None:
+    """At a normal end, wait until every all-reduce member has ended too.
+
+    The coordination service runs inside the leader (worker 0 or the chief) and takes a
+    member whose heartbeats stop for a crashed task: a member that leaves while the
+    leader still evaluates or exports makes the leader print "The tasks have crashed"
+    ten seconds later. TensorFlow 2.21 offers no public agent shutdown, so the members
+    meet at a barrier instead and leave together. A member that really crashed never
+    arrives; then the barrier fails or times out, and the launcher names that member.
+    Call only after a successful run; a no-op for every other strategy.
+    """
+    if not _all_reduce_members:
+        return
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    try:
+        context.context().wait_at_barrier(END_BARRIER, int(timeout * 1000))
+    except tf.errors.OpError:  # another member failed; its own exit code reports it
+        pass
 
 
 def start_server(cluster: ClusterConfig):

@@ -1,0 +1,237 @@
+"""Keep TensorFlow's C++ log lines off the terminal; `--verbose` / TFYARD_VERBOSE=1 shows them.
+
+TensorFlow 2.21 prints its C++ (absl) log lines straight to file descriptor 2, several of
+them before `absl::InitializeLog()` runs, so `TF_CPP_MIN_LOG_LEVEL` cannot hide them all:
+`cudart_stub.cc ... Could not find cuda drivers` and the `All log messages before
+absl::InitializeLog()` banner come out even at level 3. What works is a filter on the
+descriptor itself, set up before TensorFlow is imported:
+
+* fd 2 becomes a pipe read by a small filter process that drops the C++ log lines of
+  levels I, W and E (with their continuation lines) and the absl banner, and forwards
+  everything else, FATAL lines included, to the real stderr;
+* Python's own `sys.stderr` (tracebacks, `warnings`, our one-line errors) is re-opened on
+  the real stderr, so it never passes through the filter.
+
+The filter is a separate process, not a thread, so nothing is lost at an abort or in
+C++ teardown: it reads until every writer is gone and ignores SIGINT/SIGTERM meanwhile.
+A member started under `tfyard launch local` inherits TFYARD_VERBOSE with the environment.
+TFYARD_TF_LOG=FILE appends the hidden lines to FILE (what reaches the filter: TensorFlow's
+own sink already drops INFO and WARNING, see QUIET_ENV). A crash's traceback ends with a
+line saying how to see them.
+
+    quiet.setup(verbose)        # entry points: filter as soon as anything imports TensorFlow
+    tf = quiet.import_tensorflow()
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import os
+import re
+import signal
+import sys
+
+VERBOSE_ENV = "TFYARD_VERBOSE"
+# Where the hidden lines go, if anywhere (appended; members of a job may share it).
+LOG_FILE_ENV = "TFYARD_TF_LOG"
+# A C++ log line: level, MMDD, time (seconds since the epoch before absl is initialised),
+# thread id, file:line].
+LOG_PREFIX = r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] "
+ABSL_BANNER = ("WARNING: All log messages before absl::InitializeLog() is called are written "
+               "to STDERR")
+# Environment a quiet process runs with (a value the user set wins): TensorFlow's own sink
+# drops INFO and WARNING at the source, so less goes through the filter.
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+# Python log records that are TensorFlow/Keras noise to a tfyard user (logger, message start).
+PYTHON_NOISE = (("absl", "You are saving your model as an HDF5 file"),)
+_TRIGGERS = ("tensorflow", "keras", "tf_keras")
+_LOG = re.compile(("^" + LOG_PREFIX).encode())
+_BANNER = ABSL_BANNER.encode()
+
+# The filter process runs `run_filter()` from this file, without site-packages or
+# PYTHON* variables (-I), with this package's parent directory first on sys.path.
+_FILTER_MAIN = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                "from tfyard.quiet import run_filter; run_filter()")
+
+_installed = False
+
+
+def is_verbose(environ=None) -> bool:
+    """Whether TFYARD_VERBOSE asks for TensorFlow's own log lines."""
+    value = (os.environ if environ is None else environ).get(VERBOSE_ENV, "")
+    return value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def setup(verbose: bool = False) -> None:
+    """Entry points call this first: quiet from the first TensorFlow import on, unless
+    `verbose` (or TFYARD_VERBOSE) is set, which is then passed on to child processes."""
+    if verbose:
+        os.environ[VERBOSE_ENV] = "1"
+    if is_verbose() or _installed:
+        return
+    if any(name in sys.modules for name in _TRIGGERS):
+        install()
+    elif not any(isinstance(f, _ImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ImportHook())
+
+
+def import_tensorflow():
+    """`import tensorflow`, quietly unless TFYARD_VERBOSE is set; returns the module."""
+    setup()
+    install()
+    return importlib.import_module("tensorflow")
+
+
+def install() -> bool:
+    """Route fd 2 through the log filter now (idempotent); False when verbose or not possible."""
+    global _installed
+    if _installed or is_verbose() or os.name != "posix":
+        return _installed
+    if sys.stderr is not sys.__stderr__:  # someone (pytest, redirect_stderr) owns stderr
+        return False
+    for name, value in QUIET_ENV.items():
+        os.environ.setdefault(name, value)
+    for logger, start in PYTHON_NOISE:
+        logging.getLogger(logger).addFilter(_DropMessage(start))
+    try:
+        real = os.dup(2)
+    except OSError:  # no stderr at all: nothing to protect
+        return False
+    read, write = os.pipe()
+    try:
+        _spawn_filter(read, real)
+    except OSError:
+        os.close(write)
+        os.close(real)
+        return False
+    finally:
+        os.close(read)
+    _flush(sys.stderr)
+    os.dup2(write, 2)
+    os.close(write)
+    sys.stderr = io.TextIOWrapper(io.FileIO(real, "w"), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True,
+                                  write_through=True)
+    sys.excepthook = _with_hint(sys.excepthook)
+    _installed = True
+    return True
+
+
+def _with_hint(excepthook):
+    """After a crash's traceback, say where TensorFlow's hidden lines can be seen."""
+    def hook(kind, value, traceback):
+        excepthook(kind, value, traceback)
+        if not issubclass(kind, KeyboardInterrupt):
+            print(f"tfyard: TensorFlow's own log lines were hidden; `tfyard --verbose ...`, "
+                  f"{VERBOSE_ENV}=1 or {LOG_FILE_ENV}=FILE shows them", file=sys.stderr)
+    return hook
+
+
+def _spawn_filter(read: int, real: int) -> None:
+    """Start the filter: stdin the pipe, stdout/stderr the real stderr; it outlives us
+    only while something still writes to the pipe."""
+    actions = [(os.POSIX_SPAWN_DUP2, read, 0), (os.POSIX_SPAWN_DUP2, real, 1),
+               (os.POSIX_SPAWN_DUP2, real, 2)]
+    ignored = None
+    try:  # no Ctrl-C window before the filter ignores SIGINT itself (main thread only)
+        ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        pass
+    try:
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        os.posix_spawn(sys.executable, [sys.executable, "-I", "-c", _FILTER_MAIN,
+                                        package_parent], os.environ, file_actions=actions)
+    finally:
+        if ignored is not None:
+            signal.signal(signal.SIGINT, ignored)
+
+
+def split_log_lines(lines: list[bytes], dropping: bool):
+    """(lines to keep, lines to drop, whether a dropped message still runs) for one chunk.
+
+    A C++ log message arrives in one write, continuation lines included, so unprefixed
+    lines right after a dropped log line in the same chunk are its continuation; FATAL
+    lines and theirs are kept.
+    """
+    keep, drop = [], []
+    for line in lines:
+        if _LOG.match(line):
+            dropping = line[:1] != b"F"
+        elif line.rstrip(b"\r") == _BANNER:
+            dropping = True
+        elif not dropping:
+            keep.append(line)
+            continue
+        (drop if dropping else keep).append(line)
+    return keep, drop, dropping
+
+
+def run_filter(source: int = 0, sink: int = 1) -> None:
+    """The filter process: copy `source` to `sink` less TensorFlow's log lines, until EOF;
+    the dropped lines go to the file TFYARD_TF_LOG names, if any."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    outputs = {True: sink, False: _open_log(os.environ.get(LOG_FILE_ENV))}
+    pending, dropping = b"", False
+    while chunk := os.read(source, 65536):
+        # A new chunk starts a new write unless the last one ended mid-line.
+        dropping = dropping and bool(pending)
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        keep, drop, dropping = split_log_lines(lines, dropping)
+        _emit(outputs, keep, drop, b"\n")
+    keep, drop, _ = split_log_lines([pending] if pending else [], dropping)
+    _emit(outputs, keep, drop, b"")
+
+
+def _emit(outputs: dict, keep: list[bytes], drop: list[bytes], end: bytes) -> None:
+    """Kept lines to outputs[True], dropped ones to outputs[False]; a gone reader is None."""
+    for kept, part in ((True, keep), (False, drop)):
+        if part and outputs[kept] is not None:
+            if not _write_all(outputs[kept], b"".join(line + end for line in part)):
+                outputs[kept] = None
+
+
+def _open_log(path: str | None) -> int | None:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
+    except OSError:
+        return None
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    """Write everything; False once the reader is gone (then the rest is read and dropped)."""
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except OSError:
+            return False
+    return True
+
+
+def _flush(stream) -> None:
+    try:
+        stream.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, start: str):
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.start)
+
+
+class _ImportHook:
+    """A meta-path finder that installs the filter just before TensorFlow is imported."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in _TRIGGERS:
+            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+            install()
+        return None
