@@ -6,22 +6,16 @@ modules import TensorFlow only inside their handlers, so `tfyard --help` stays f
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
 from tfyard import __version__
 from tfyard.errors import UserError
+from tfyard.train.console import configure_console
+from tfyard.train.options import Parser
 
 # (module, command) pairs in the order `tfyard --help` lists them.
 COMMAND_MODULES = ("cluster", "train", "launch", "pack", "models", "data", "bench")
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit status 2."""
-
-    def error(self, message):  # noqa: D102 - argparse API
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> Parser:
@@ -40,6 +34,7 @@ def build_parser() -> Parser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_console(quiet=getattr(args, "quiet", False))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
