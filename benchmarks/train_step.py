@@ -63,7 +63,7 @@ def tfyard_loop(args, steps_per_loop: int, weight_decay: float = 0.0) -> float:
     options = TrainOptions(model=MODEL, dataset="synthetic", image_size=args.image_size,
                            batch_size=args.batch_size, train_steps=args.windows * args.window,
                            steps_per_loop=steps_per_loop, learning_rate=0.1,
-                           weight_decay=weight_decay, export=False, quiet=True)
+                           weight_decay=weight_decay, export=False)
     rates = measure(options, warmup_steps=args.warmup_windows * args.window)[
         "window_images_per_sec"]
     calls = args.window // steps_per_loop  # calls per window; each call is one rate

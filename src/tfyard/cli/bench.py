@@ -32,7 +32,7 @@ def _options(args, **changes):
     synthetic = args.data == "synthetic"
     return options_from_args(args, dataset="synthetic" if synthetic else args.dataset,
                              data_dir=None if synthetic else args.data, export=False,
-                             quiet=True, **changes)
+                             **changes)
 
 
 def register(commands) -> None:
