@@ -57,3 +57,16 @@ def test_fused_weight_decay_equals_l2_in_the_loss(jit_compile):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
     kernel = trainer.model.get_weights()[0]
     assert not np.allclose(kernel, undecayed.model.get_weights()[0], atol=1e-4)
+
+
+def test_a_constant_learning_rate_reads_under_a_mirrored_strategy():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = toy_model()
+        optimizer = keras.optimizers.SGD(0.05)
+        optimizer.build(model.trainable_variables)
+    from tfyard.train.loop import StepConfig, Trainer
+
+    trainer = Trainer(strategy, model, optimizer, StepConfig(num_classes=2, global_batch=BATCH),
+                      dataset_fn)
+    assert trainer.train(2)["lr"] == pytest.approx(0.05)

@@ -208,7 +208,9 @@ class Trainer:
                                  self.config.steps_per_loop)
         elapsed = max(time.perf_counter() - started, 1e-9)
         self.step.assign_add(num_steps)
-        return {**averages(sums), "lr": float(self.optimizer.learning_rate),
+        # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
+        lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
+        return {**averages(sums), "lr": lr,
                 "images_per_sec": num_steps * self.config.global_batch / elapsed,
                 "step_time": elapsed / num_steps}
 

@@ -219,10 +219,7 @@ class TrainOptions:
     def from_dict(cls, values: dict) -> TrainOptions:
         """Options from `to_dict()` output (run.json); unknown keys are ignored."""
         names = {f.name for f in fields(cls)}
-        known = {k: v for k, v in values.items() if k in names}
-        if isinstance(known.get("decay_epochs"), list):
-            known["decay_epochs"] = tuple(known["decay_epochs"])
-        return cls(**known)
+        return cls(**{k: v for k, v in values.items() if k in names})  # checks normalize
 
     def to_argv(self, names: Iterable[str] | None = None) -> list[str]:
         """The command line that parses back to these options (flags that differ from the
