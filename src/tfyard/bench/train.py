@@ -46,8 +46,9 @@ def steady_windows(rates: list[float], warmup_windows: int) -> list[float]:
     return steady
 
 
-def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
-    """Train `options.train_steps` timed steps after `warmup_steps`; return the figures."""
+def prepare_member(options: TrainOptions):
+    """The same set-up `tfyard train` builds (strategy, model, optimizer, Trainer), no files;
+    returns (prepared, platform, cluster, plan)."""
     plat = platform.resolve(options.data_dir, num_gpus=options.num_gpus, create=False)
     cluster = load_cluster_config()
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
@@ -55,13 +56,18 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
     info = dataset_info(options.dataset, plat.data_dir)
-    import tensorflow as tf
-
     from tfyard.train.build import prepare
 
+    run = prepare(options, plat, cluster, plan, info, get_spec(options.model))
+    return run, plat, cluster, plan
+
+
+def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
+    """Train `options.train_steps` timed steps after `warmup_steps`; return the figures."""
+    import tensorflow as tf
+
     total = warmup_steps + options.train_steps
-    run = prepare(options.with_updates(train_steps=total), plat, cluster, plan, info,
-                  get_spec(options.model))
+    run, plat, cluster, plan = prepare_member(options.with_updates(train_steps=total))
     trainer, numbers = run.trainer, run.numbers
     rates = []
     if profile_dir:
