@@ -265,7 +265,7 @@ def add_option_arguments(parser, names: Iterable[str] | None = None,
                                help=help_text)
             if meta["negate"]:
                 group.add_argument(*meta["negate"], dest=f.name, action="store_false",
-                                   help=argparse.SUPPRESS)
+                                   help=f"turn --{f.name} off")
             continue
         group.add_argument(*spellings, dest=f.name, default=default, help=help_text,
                            choices=meta["choices"],
