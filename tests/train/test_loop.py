@@ -67,6 +67,6 @@ def test_a_constant_learning_rate_reads_under_a_mirrored_strategy():
         optimizer.build(model.trainable_variables)
     from tfyard.train.loop import StepConfig, Trainer
 
-    trainer = Trainer(strategy, model, optimizer, StepConfig(num_classes=2, global_batch=BATCH),
-                      dataset_fn)
+    trainer = Trainer(strategy, model, optimizer, StepConfig(
+        num_classes=2, global_batch=BATCH, jit_compile=True), dataset_fn)
     assert trainer.train(2)["lr"] == pytest.approx(0.05)

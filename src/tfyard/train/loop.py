@@ -75,6 +75,14 @@ class SyncExecutor:
     def needs_statistics_sync(self, model) -> bool:
         return self.strategy.num_replicas_in_sync > 1 and bool(model.non_trainable_variables)
 
+    @property
+    def update_in_xla(self) -> bool:
+        """One device, no mirroring: the optimizer update has no merge_call (all-reduce), so
+        XLA may compile it too. Mirrored strategies sync inside apply_gradients, even with
+        one replica, and a merge_call cannot sit inside a nested tf.function."""
+        mirrored = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+        return not isinstance(self.strategy, mirrored)
+
 
 class CoordinatorExecutor:
     """ParameterServerStrategy: calls are scheduled on workers, per-worker datasets."""
@@ -103,6 +111,8 @@ class CoordinatorExecutor:
     def needs_statistics_sync(self, model) -> bool:
         return False  # variables live on the parameter servers: one copy already
 
+    update_in_xla = False  # remote variables cannot live inside an XLA cluster
+
 
 def make_executor(strategy: tf.distribute.Strategy):
     if isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
@@ -130,8 +140,13 @@ class Trainer:
         variables = model.trainable_variables
         self._decayed = [i for i, v in enumerate(variables) if "kernel" in v.path] \
             if config.weight_decay else []
-        compute = self._gradients
-        self._compute = tf.function(compute, jit_compile=True) if config.jit_compile else compute
+        # XLA compiles the forward/backward pass, and the update too where no all-reduce
+        # sits in it (as Keras fit does); each tf.function is created once, here.
+        self._compute, self._update = self._gradients, self._apply
+        if config.jit_compile and self.executor.update_in_xla:
+            self._update = tf.function(self._apply, jit_compile=True)
+        elif config.jit_compile:
+            self._compute = tf.function(self._gradients, jit_compile=True)
         self._loop = tf.function(self._train_loop)
         self._sync = tf.function(self._average_statistics)
         self._iterator_state = None
@@ -157,11 +172,13 @@ class Trainer:
                 grads[i] = grads[i] + decay
         return grads, sums
 
-    def _replica_step(self, batch):
-        images, labels = batch
+    def _apply(self, images, labels):
         grads, sums = self._compute(images, labels)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
         return sums
+
+    def _replica_step(self, batch):
+        return self._update(*batch)
 
     def _train_loop(self, iterator, steps):
         totals = tf.zeros([4])
