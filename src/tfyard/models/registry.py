@@ -136,7 +136,7 @@ def _register_slim() -> None:
 def _slim(name, num_classes, shape, zero_init_residual):
     from tfyard.models.applications import slim_model
 
-    return slim_model(name, num_classes, shape)
+    return slim_model(name, num_classes, shape, SLIM_APPS[name])
 
 
 _register_slim()
