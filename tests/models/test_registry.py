@@ -71,3 +71,13 @@ def test_import_does_not_load_tensorflow():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_name_registers_once_with_its_builder():
+    from tfyard.models.registry import register_model
+
+    assert get_spec("cifar_resnet20").residual and not get_spec("vgg_19").residual
+    assert callable(get_spec("mnist_cnn").build)
+    with pytest.raises(ValueError, match="resnet50 registered twice"):
+        register_model(["resnet50"], "imagenet", (224, 224, 3), str)(lambda *args: None)
+    assert get_spec("resnet50").description == "ResNet-50 v1.5 for ImageNet"

@@ -1,7 +1,8 @@
 """Training throughput of tfyard's own loop (`train.loop.Trainer`), warm-up excluded.
 
-`tfyard train` would also evaluate and export at the end; a benchmark wants only the
-steps, so this builds the same strategy, model, optimizer and loop without them.
+`tfyard train` runs the Trainer under a Controller that also checkpoints, reports,
+evaluates and exports; a benchmark wants only the steps, so it drives the same Trainer
+(same strategy, model, optimizer, step) directly, with no files.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import math
 import os
 import resource
 import statistics
-import tempfile
 
 from tfyard import platform
 from tfyard.data import dataset_info
@@ -46,8 +46,9 @@ def steady_windows(rates: list[float], warmup_windows: int) -> list[float]:
     return steady
 
 
-def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
-    """Train `options.train_steps` timed steps after `warmup_steps`; return the figures."""
+def prepare_member(options: TrainOptions):
+    """The same set-up `tfyard train` builds (strategy, model, optimizer, Trainer), no files;
+    returns (prepared, platform, cluster, plan)."""
     plat = platform.resolve(options.data_dir, num_gpus=options.num_gpus, create=False)
     cluster = load_cluster_config()
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
@@ -55,43 +56,38 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
     info = dataset_info(options.dataset, plat.data_dir)
-    import dataclasses
+    from tfyard.train.build import prepare
 
+    run = prepare(options, plat, cluster, plan, info, get_spec(options.model))
+    return run, plat, cluster, plan
+
+
+def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
+    """Train `options.train_steps` timed steps after `warmup_steps`; return the figures."""
     import tensorflow as tf
 
-    from tfyard.train.checkpoint import Checkpoints
-    from tfyard.train.job import prepare
-    from tfyard.train.loop import Trainer
-    from tfyard.train.report import Reporter
-
     total = warmup_steps + options.train_steps
-    run = prepare(options.with_updates(train_steps=total), plat, cluster, plan, info,
-                  get_spec(options.model))
-    numbers, model, optimizer, shape = run.numbers, run.model, run.optimizer, run.shape
-    replicas = run.replicas
-    # Only the steps: no evaluation or checkpoints inside the timed windows.
-    setup = dataclasses.replace(run.setup, checkpoint_every_steps=None, eval_every_steps=None,
-                                evaluate=None)
-    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    with tempfile.TemporaryDirectory(prefix="tfyard-bench-") as scratch:
-        checkpoints = Checkpoints(scratch, False, 1, model=model, optimizer=optimizer, step=step)
-        reporter = Reporter(scratch, scratch, False, True, total, numbers.steps_per_epoch)
-        trainer = Trainer(setup, model, optimizer, step, checkpoints, reporter)
+    run, plat, cluster, plan = prepare_member(options.with_updates(train_steps=total))
+    trainer, numbers = run.trainer, run.numbers
+    rates = []
+    if profile_dir:
+        tf.profiler.experimental.start(profile_dir)
+    try:
+        done = 0
+        while done < total:  # only the steps: no checkpoints, reports or evaluation
+            steps = trainer.chunk_steps(total - done)
+            rates.append(trainer.train(steps)["images_per_sec"])
+            done += steps
+    finally:
         if profile_dir:
-            tf.profiler.experimental.start(profile_dir)
-        try:
-            trainer.train()
-        finally:
-            if profile_dir:
-                tf.profiler.experimental.stop()
-            checkpoints.close()
-    windows = steady_windows(trainer.images_per_sec,
-                             math.ceil(warmup_steps / options.steps_per_loop))
+            tf.profiler.experimental.stop()
+    windows = steady_windows(rates, math.ceil(warmup_steps / options.steps_per_loop))
     rate = statistics.median(windows)
     return {
-        "model": run.spec.name, "data": plat.data_dir or options.dataset,
-        "image_size": shape[0], "dtype": options.dtype, "jit_compile": setup.jit_compile,
-        "strategy": plan.strategy, "replicas": replicas, "workers": max(1, cluster.num_workers),
+        "model": get_spec(options.model).name, "data": plat.data_dir or options.dataset,
+        "image_size": run.shape[0], "dtype": options.dtype,
+        "jit_compile": trainer.config.jit_compile, "strategy": plan.strategy,
+        "replicas": run.replicas, "workers": max(1, cluster.num_workers),
         "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
         "steps_per_loop": options.steps_per_loop, "warmup_steps": warmup_steps,
         "timed_steps": options.train_steps, "windows": len(windows),

@@ -6,47 +6,17 @@ modules import TensorFlow only inside their handlers, so `tfyard --help` stays f
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
 from tfyard import __version__, quiet
 from tfyard.distribute.strategy import end_together
 from tfyard.errors import UserError
+from tfyard.train.console import configure_console
+from tfyard.train.options import Parser
 
 # (module, command) pairs in the order `tfyard --help` lists them.
 COMMAND_MODULES = ("cluster", "train", "launch", "pack", "models", "data", "bench")
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit status 2."""
-
-    # Options whose value may itself start with a dash: `--train_params --batch_size=64`.
-    dash_values: frozenset[str] = frozenset()
-
-    def error(self, message):  # noqa: D102 - argparse API
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse API
-        if args is not None and self.dash_values:
-            args = join_dash_values(list(args), self.dash_values)
-        return super().parse_known_args(args, namespace)
-
-
-def join_dash_values(args: list[str], options) -> list[str]:
-    """`--opt -x` -> `--opt=-x` for `options`, which argparse would otherwise read as
-    `--opt` missing its value; nothing after a bare `--` is touched."""
-    out = []
-    rest = iter(args)
-    for arg in rest:
-        if arg == "--":
-            return [*out, arg, *rest]
-        if arg in options:
-            value = next(rest, None)
-            out.append(arg if value is None else f"{arg}={value}")
-        else:
-            out.append(arg)
-    return out
 
 
 def build_parser() -> Parser:
@@ -71,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     quiet.setup(args.verbose)
+    configure_console(quiet=getattr(args, "quiet", False))
     try:
         status = args.func(args) or 0
         if status == 0:

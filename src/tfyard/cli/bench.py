@@ -5,34 +5,35 @@ from __future__ import annotations
 import json
 
 from tfyard import platform
-from tfyard.train.options import positive_int
+from tfyard.train.options import add_option_arguments, flag_type, positive_int
 
 _STEPS_PER_LOOP = 10
+# The TrainOptions fields a benchmark run takes, declared (spellings, checks) there once.
+RUN_OPTIONS = ("model", "dataset", "image_size", "dtype", "jit_compile", "steps_per_loop",
+               "data_threads")
+_INT = flag_type(positive_int)
 
 
 def _add_run_arguments(parser, model: str) -> None:
     """Flags shared by `bench train` and `bench scaling` (passed on to each member)."""
-    parser.add_argument("--model", default=model, help=f"model from `tfyard models` "
-                        f"(default: {model})")
+    add_option_arguments(parser, RUN_OPTIONS, defaults={
+        "model": model, "dataset": "imagenet", "steps_per_loop": _STEPS_PER_LOOP})
     parser.add_argument("--data", default="synthetic",
                         help="`synthetic` (made on the device) or a directory of --dataset files")
-    parser.add_argument("--dataset", default="imagenet",
-                        help="format of the files in --data DIR (default: imagenet TFRecords)")
-    parser.add_argument("--image_size", type=positive_int, default=None,
-                        help="square input size (default: the dataset's)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
-    parser.add_argument("--jit_compile", "--xla", dest="jit_compile", action="store_true",
-                        default=None, help="compile the step with XLA (default: where safe)")
-    parser.add_argument("--no_jit_compile", "--no_xla", dest="jit_compile",
-                        action="store_false", help="never use XLA")
-    parser.add_argument("--steps", type=positive_int, default=50, help="timed steps")
+    parser.add_argument("--steps", type=_INT, default=50, help="timed steps")
     parser.add_argument("--warmup_steps", type=int, default=2 * _STEPS_PER_LOOP,
                         help="steps run first and not timed (tracing, autotuning)")
-    parser.add_argument("--steps_per_loop", type=positive_int, default=_STEPS_PER_LOOP,
-                        help="steps per tf.function call = steps per timed window")
-    parser.add_argument("--data_threads", type=positive_int, default=None,
-                        help="input pipeline threads (default: AUTOTUNE)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _options(args, **changes):
+    """The TrainOptions a benchmark member runs with."""
+    from tfyard.train.options import options_from_args
+
+    synthetic = args.data == "synthetic"
+    return options_from_args(args, dataset="synthetic" if synthetic else args.dataset,
+                             data_dir=None if synthetic else args.data, export=False,
+                             **changes)
 
 
 def register(commands) -> None:
@@ -45,9 +46,7 @@ def register(commands) -> None:
         "the median images/sec over windows of --steps_per_loop steps, warm-up excluded.")
     _add_run_arguments(train, "resnet50")
     batch = train.add_mutually_exclusive_group()
-    batch.add_argument("--batch_size", type=positive_int, default=None,
-                       help="global batch (default: the model's recipe)")
-    batch.add_argument("--per_replica_batch_size", type=positive_int, default=None)
+    add_option_arguments(batch, ("batch_size", "per_replica_batch_size"), grouped=False)
     train.add_argument("--num_gpus", "--num-gpus", default=None,
                        help="GPUs to use (env TFYARD_NUM_GPUS; default: all visible)")
     train.add_argument("--pin_cpu", action="store_true",
@@ -59,13 +58,11 @@ def register(commands) -> None:
     data = sub.add_parser("data", help="images/sec of the input pipeline alone")
     data.add_argument("--dataset", default="imagenet", help="dataset name (default: imagenet)")
     data.add_argument("--data_dir", "--data-dir", default=None, help="its files")
-    data.add_argument("--batch_size", type=positive_int, default=64)
-    data.add_argument("--image_size", type=positive_int, default=None)
-    data.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
-    data.add_argument("--windows", type=positive_int, default=5, help="timed windows")
-    data.add_argument("--window_batches", type=positive_int, default=10)
+    add_option_arguments(data, ("batch_size", "image_size", "dtype", "data_threads"),
+                         defaults={"batch_size": 64, "dtype": "float32"})
+    data.add_argument("--windows", type=_INT, default=5, help="timed windows")
+    data.add_argument("--window_batches", type=_INT, default=10)
     data.add_argument("--warmup_batches", type=int, default=5)
-    data.add_argument("--data_threads", type=positive_int, default=None)
     data.add_argument("--json", action="store_true", help="print one JSON object")
     data.set_defaults(func=_data)
 
@@ -74,10 +71,10 @@ def register(commands) -> None:
         description="Run `bench train` on 1, 2, ... N GPUs; on a CPU-only machine on 1..N "
         "worker processes, one pinned per core, all-reducing over loopback.")
     _add_run_arguments(scaling, "cifar_resnet20")
-    scaling.add_argument("--max_gpus", type=positive_int, required=True,
+    scaling.add_argument("--max_gpus", type=_INT, required=True,
                          help="largest number of GPUs (or CPU workers) to measure")
-    scaling.add_argument("--per_replica_batch_size", type=positive_int, default=64,
-                         help="batch per device, fixed across rows (default: 64)")
+    add_option_arguments(scaling, ("per_replica_batch_size",),
+                         defaults={"per_replica_batch_size": 64})
     scaling.set_defaults(func=_scaling)
     bench.set_defaults(func=lambda args: bench.print_help() or 2)
 
@@ -98,16 +95,9 @@ def _train(args) -> int:
 
         pin_to_core()
     from tfyard.bench.train import measure
-    from tfyard.train.options import TrainOptions
 
-    synthetic = args.data == "synthetic"
-    options = TrainOptions(
-        model=args.model, dataset="synthetic" if synthetic else args.dataset,
-        data_dir=None if synthetic else args.data, num_gpus=args.num_gpus,
-        batch_size=args.batch_size, per_replica_batch_size=args.per_replica_batch_size,
-        train_steps=args.steps, steps_per_loop=args.steps_per_loop, dtype=args.dtype,
-        jit_compile=args.jit_compile, image_size=args.image_size,
-        data_threads=1 if args.pin_cpu else args.data_threads, export=False, quiet=True)
+    options = _options(args, train_steps=args.steps, num_gpus=args.num_gpus,
+                       **({"data_threads": 1} if args.pin_cpu else {}))
     result = measure(options, args.warmup_steps, args.profile)
     if args.json:
         print(json.dumps(result, sort_keys=True))
@@ -147,18 +137,12 @@ def _data(args) -> int:
 
 def member_args(args) -> list[str]:
     """The `bench train` flags each scaling member runs with."""
-    argv = ["--model", args.model, "--data", args.data, "--dataset", args.dataset,
-            "--dtype", args.dtype, "--steps", str(args.steps),
-            "--warmup_steps", str(args.warmup_steps),
-            "--steps_per_loop", str(args.steps_per_loop),
-            "--per_replica_batch_size", str(args.per_replica_batch_size)]
-    for flag, value in (("--image_size", args.image_size),
-                        ("--data_threads", args.data_threads)):
-        if value:
-            argv += [flag, str(value)]
-    if args.jit_compile is None:
-        return argv
-    return argv + (["--jit_compile"] if args.jit_compile else ["--no_jit_compile"])
+    options = _options(args, per_replica_batch_size=args.per_replica_batch_size)
+    return ["--data", args.data, "--dataset", args.dataset, "--model", args.model,
+            "--steps", str(args.steps), "--warmup_steps", str(args.warmup_steps),
+            "--steps_per_loop", str(options.steps_per_loop),
+            *options.to_argv(("image_size", "dtype", "jit_compile", "data_threads",
+                              "per_replica_batch_size"))]
 
 
 def _scaling(args) -> int:

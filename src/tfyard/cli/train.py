@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from tfyard.train.options import add_train_arguments, options_from_args
+from tfyard.train.options import (
+    TrainOptions,
+    add_train_arguments,
+    flag_type,
+    options_from_args,
+    positive_float,
+)
 
 DEMO_EPOCHS = 10
 
@@ -34,7 +39,7 @@ def register(commands) -> None:
         "demo", help="train a small ResNet on the bundled handwritten digits, end to end")
     demo.add_argument("--output_dir", "--output-dir", default="output/demo",
                       help="where the demo writes (default: output/demo)")
-    demo.add_argument("--epochs", type=float, default=DEMO_EPOCHS,
+    demo.add_argument("--epochs", type=flag_type(positive_float), default=DEMO_EPOCHS,
                       help=f"epochs to train (default: {DEMO_EPOCHS})")
     demo.set_defaults(func=_demo)
 
@@ -52,6 +57,9 @@ def _train(args) -> int:
 
 
 def _evaluate(args) -> int:
+    from tfyard.train.outputs import require_run
+
+    require_run(args.output_dir, args.export)  # before TensorFlow loads: a wrong dir is instant
     from tfyard.train.evaluate import evaluate_output
 
     result = evaluate_output(args.output_dir, args.split, args.export, args.data_dir)
@@ -62,14 +70,10 @@ def _evaluate(args) -> int:
 def _demo(args) -> int:
     from tfyard.train.job import train
 
-    parser = add_train_arguments(argparse.ArgumentParser())
-    options = options_from_args(parser.parse_args([
-        "--model", "cifar_resnet20", "--dataset", "digits", "--image_size", "16",
-        "--output_dir", args.output_dir,
-        "--batch_size", "64", "--learning_rate", "0.1", "--epochs", str(args.epochs),
-        "--lr_schedule", "cosine", "--warmup_epochs", "1", "--weight_decay", "5e-4",
-        "--eval_every_epochs", "5", "--seed", "1", "--num_gpus", "0",
-    ]))
+    options = TrainOptions(
+        model="cifar_resnet20", dataset="digits", image_size=16, output_dir=args.output_dir,
+        batch_size=64, learning_rate=0.1, epochs=args.epochs, lr_schedule="cosine",
+        warmup_epochs=1, weight_decay=5e-4, eval_every_epochs=5, seed=1, num_gpus="0")
     summary = train(options)
     top1 = summary["eval"]["top1"]
     print(f"\ndemo: validation accuracy {top1:.2%} after {summary['epochs']:.0f} epochs, "

@@ -5,13 +5,11 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from tfyard.models.registry import SLIM_APPS
 
-
-def slim_model(name, num_classes, input_shape):
+def slim_model(name, num_classes, input_shape, app):
     """`keras.applications.<App>(weights=None)` with its own top for `num_classes`; a float32
-    linear `logits` layer follows, so mixed-precision models still emit float32."""
-    app = SLIM_APPS[name]
+    linear `logits` layer follows, so mixed-precision models still emit float32. `app` is
+    the registry's SlimApp for `name`."""
     base = getattr(keras.applications, app.app)(
         weights=None, include_top=True, classes=num_classes, classifier_activation=None,
         input_shape=input_shape, **dict(app.kwargs))

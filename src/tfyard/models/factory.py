@@ -56,23 +56,7 @@ def create_model(name: str, num_classes: int, input_shape: tuple[int, int, int] 
                         f"{min_input_size(spec.name)}, got {shape[0]}x{shape[1]}")
     if int(num_classes) < 1:
         raise UserError(f"num_classes={num_classes} must be at least 1")
-    if zero_init_residual and spec.family not in ("imagenet", "cifar"):
+    if zero_init_residual and not spec.residual:
         raise UserError(f"zero_init_residual applies to ResNets only, not {spec.name}; drop it")
     with scoped_dtype_policy(dtype_policy):
-        return _build(spec, int(num_classes), shape, zero_init_residual)
-
-
-def _build(spec, num_classes, shape, zero_init_residual):
-    if spec.family in ("imagenet", "cifar"):
-        from tfyard.models import resnet
-
-        build = resnet.imagenet_resnet if spec.family == "imagenet" else resnet.cifar_resnet
-        depth = int(spec.name.rpartition("resnet")[2])
-        return build(depth, num_classes, shape, zero_init_residual, name=spec.name)
-    if spec.family == "mnist":
-        from tfyard.models import mnist
-
-        return getattr(mnist, spec.name)(num_classes, shape)
-    from tfyard.models.applications import slim_model
-
-    return slim_model(spec.name, num_classes, shape)
+        return spec.build(spec.name, int(num_classes), shape, zero_init_residual)

@@ -10,21 +10,14 @@ Naming scheme (one flat namespace, no clashes):
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from tfyard.errors import UserError
 
 IMAGENET_DEPTHS = (18, 34, 50, 101, 152, 200)
 CIFAR_DEPTHS = (20, 32, 44, 56, 110)
 DEFAULT_NUM_CLASSES = {"imagenet": 1000, "slim": 1000, "cifar": 10, "mnist": 10}
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    family: str  # "imagenet" | "cifar" | "mnist" | "slim": the loop picks its recipe by family
-    input_shape: tuple[int, int, int]  # the input size it expects by default
-    description: str
 
 
 @dataclass(frozen=True)
@@ -64,30 +57,89 @@ def _slim_table() -> dict[str, SlimApp]:
 SLIM_APPS = _slim_table()
 
 
-def _registry() -> dict[str, ModelSpec]:
-    specs = [
-        ModelSpec(f"resnet{d}", "imagenet", (224, 224, 3), f"ResNet-{d} v1.5 for ImageNet")
-        for d in IMAGENET_DEPTHS
-    ]
-    specs += [
-        ModelSpec(f"cifar_resnet{d}", "cifar", (32, 32, 3),
-                  f"ResNet-{d} for CIFAR (3 stages x {(d - 2) // 6} blocks, 16/32/64 filters)")
-        for d in CIFAR_DEPTHS
-    ]
-    specs += [
-        ModelSpec("mnist_cnn", "mnist", (28, 28, 1), "Keras MNIST example: 2 conv + pool, dropout"),
-        ModelSpec("mnist_mlp", "mnist", (28, 28, 1), "2 hidden layers of 512 with dropout"),
-    ]
-    specs += [
-        ModelSpec(name, "slim", (app.size, app.size, 3),
-                  f"keras.applications.{app.app}"
-                  + "".join(f", {k}={v}" for k, v in app.kwargs) + app.note)
-        for name, app in SLIM_APPS.items()
-    ]
-    return {spec.name: spec for spec in specs}
+def _depth(name: str) -> int:
+    return int(name.rpartition("resnet")[2])
 
 
-MODELS: dict[str, ModelSpec] = _registry()
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    family: str  # "imagenet" | "cifar" | "mnist" | "slim": the loop picks its recipe by family
+    input_shape: tuple[int, int, int]  # the input size it expects by default
+    description: str
+    build: Callable = field(repr=False, compare=False)  # (name, num_classes, shape, zero_init)
+    min_size: int = 32              # the smallest square input the architecture accepts
+    residual: bool = False          # has residual blocks (zero_init_residual applies)
+
+
+MODELS: dict[str, ModelSpec] = {}
+
+
+def register_model(names, family: str, input_shape: tuple[int, int, int],
+                   describe: Callable[[str], str], min_size: int | None = None,
+                   residual: bool = False):
+    """Register `build(name, num_classes, shape, zero_init_residual)` for each of `names`.
+
+    The one place a model (and its family) is declared, as timm's `@register_model`; the
+    builder imports Keras itself, so registering stays instant.
+    """
+    def decorator(build: Callable) -> Callable:
+        for name in names:
+            if name in MODELS:
+                raise ValueError(f"model {name} registered twice")
+            MODELS[name] = ModelSpec(name, family, input_shape, describe(name), build,
+                                     input_shape[0] if min_size is None else min_size, residual)
+        return build
+    return decorator
+
+
+@register_model([f"resnet{d}" for d in IMAGENET_DEPTHS], "imagenet", (224, 224, 3),
+                lambda name: f"ResNet-{_depth(name)} v1.5 for ImageNet", 32, residual=True)
+def _imagenet_resnet(name, num_classes, shape, zero_init_residual):
+    from tfyard.models import resnet
+
+    return resnet.imagenet_resnet(_depth(name), num_classes, shape, zero_init_residual, name=name)
+
+
+@register_model([f"cifar_resnet{d}" for d in CIFAR_DEPTHS], "cifar", (32, 32, 3),
+                lambda name: f"ResNet-{_depth(name)} for CIFAR (3 stages x "
+                f"{(_depth(name) - 2) // 6} blocks, 16/32/64 filters)", 8, residual=True)
+def _cifar_resnet(name, num_classes, shape, zero_init_residual):
+    from tfyard.models import resnet
+
+    return resnet.cifar_resnet(_depth(name), num_classes, shape, zero_init_residual, name=name)
+
+
+_MNIST = {"mnist_cnn": "Keras MNIST example: 2 conv + pool, dropout",
+          "mnist_mlp": "2 hidden layers of 512 with dropout"}
+
+
+@register_model(_MNIST, "mnist", (28, 28, 1), _MNIST.get)
+def _mnist(name, num_classes, shape, zero_init_residual):
+    from tfyard.models import mnist
+
+    return getattr(mnist, name)(num_classes, shape)
+
+
+def _slim_description(name: str) -> str:
+    app = SLIM_APPS[name]
+    return f"keras.applications.{app.app}" + "".join(f", {k}={v}" for k, v in app.kwargs) \
+        + app.note
+
+
+def _register_slim() -> None:
+    for name, app in SLIM_APPS.items():
+        register_model([name], "slim", (app.size, app.size, 3), _slim_description,
+                       app.min_size)(_slim)
+
+
+def _slim(name, num_classes, shape, zero_init_residual):
+    from tfyard.models.applications import slim_model
+
+    return slim_model(name, num_classes, shape, SLIM_APPS[name])
+
+
+_register_slim()
 
 
 def model_names() -> list[str]:
@@ -128,7 +180,4 @@ def resolve_alias(model: str | None = None, resnet_size: int | None = None,
 
 def min_input_size(name: str) -> int:
     """The smallest square input the architecture accepts (Inception needs 75)."""
-    spec = get_spec(name)
-    if spec.family == "slim":
-        return SLIM_APPS[spec.name].min_size
-    return {"imagenet": 32, "cifar": 8}.get(spec.family, spec.input_shape[0])
+    return get_spec(name).min_size

@@ -7,6 +7,7 @@ replaces `export/` only when complete.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 
@@ -14,6 +15,8 @@ import keras
 import tensorflow as tf
 
 from tfyard.models import create_model
+
+log = logging.getLogger("tfyard")
 
 
 def export_model(model, name: str, num_classes: int, input_shape, dtype_policy: str | None,
@@ -45,7 +48,7 @@ def export_model(model, name: str, num_classes: int, input_shape, dtype_policy: 
         plain.save(os.path.join(tmp, "model.h5"))
         written["h5"] = "model.h5"
     except (ValueError, NotImplementedError, TypeError) as exc:
-        print(f"tfyard: model.h5 not written: {str(exc).splitlines()[0][:120]}", flush=True)
+        log.warning(f"tfyard: model.h5 not written: {str(exc).splitlines()[0][:120]}")
     if tf.io.gfile.exists(export_dir):
         old = export_dir.rstrip("/") + ".old"
         tf.io.gfile.rename(export_dir, old, overwrite=True)

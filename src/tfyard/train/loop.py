@@ -1,9 +1,10 @@
-"""One custom training loop for every strategy.
+"""The inner loop: a `Trainer` owns the compiled step and runs N steps, returning the metrics.
 
-A `tf.function` runs `steps_per_loop` steps per call inside a `tf.while_loop`. Under
-OneDevice, Mirrored and MultiWorkerMirrored strategies the host calls it directly; under
-ParameterServerStrategy the same function is scheduled on workers through the
-ClusterCoordinator (asynchronous updates). Keras 3 `fit` can run neither of the last two.
+A `tf.function` runs up to `steps_per_loop` steps per call inside a `tf.while_loop`. An
+executor hides how the host drives it: `SyncExecutor` calls it directly (OneDevice, Mirrored,
+MultiWorkerMirrored); `CoordinatorExecutor` schedules it on parameter-server workers through
+a ClusterCoordinator (asynchronous updates), which Keras 3 `fit` cannot do. The Trainer
+writes no files: checkpoints, reports and evaluation are the Controller's actions.
 """
 
 from __future__ import annotations
@@ -13,30 +14,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import keras
+import numpy as np
 import tensorflow as tf
-
-from tfyard.train.checkpoint import Checkpoints
-from tfyard.train.options import Resolved
-from tfyard.train.report import Reporter
 
 METRICS = ("loss", "top1", "top5")
 
 
-@dataclass
-class LoopSetup:
-    """What the loop needs besides the model and optimizer."""
+@dataclass(frozen=True)
+class StepConfig:
+    """What the compiled step needs besides the model and optimizer."""
 
-    strategy: tf.distribute.Strategy
-    numbers: Resolved
     num_classes: int
-    label_smoothing: float
-    l2_decay: float              # 0 when the optimizer decays weights itself (AdamW)
-    jit_compile: bool
-    steps_per_loop: int
-    checkpoint_every_steps: int | None
-    eval_every_steps: int | None
-    train_dataset_fn: Callable   # (InputContext, seed) -> tf.data.Dataset, per-replica batches
-    evaluate: Callable | None    # () -> {"loss", "top1", "top5"}, run by the coordinator only
+    global_batch: int
+    label_smoothing: float = 0.0
+    weight_decay: float = 0.0   # L2 on kernels as a gradient term; 0 when AdamW decays itself
+    jit_compile: bool = False
+    steps_per_loop: int = 10
 
 
 def batch_metrics(logits, labels, num_classes: int, label_smoothing: float = 0.0):
@@ -58,163 +51,190 @@ def averages(sums) -> dict[str, float]:
     return {"loss": loss / count, "top1": top1 / count, "top5": top5 / count}
 
 
-class Trainer:
-    """Runs training from the current step to `numbers.total_steps`, with reports,
-    checkpoints and evaluations at their boundaries."""
+class SyncExecutor:
+    """Synchronous strategies: the host calls the loop function once per `steps_per_loop`."""
 
-    def __init__(self, setup: LoopSetup, model, optimizer, step: tf.Variable,
-                 checkpoints: Checkpoints, reporter: Reporter, coordinator=None):
-        self.setup = setup
+    def __init__(self, strategy: tf.distribute.Strategy):
+        self.strategy = strategy
+
+    def iterator(self, dataset_fn: Callable):
+        return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+
+    def chunk_steps(self, steps_per_loop: int, remaining: int) -> int:
+        """Steps per chunk: one call, so every call is reported."""
+        return min(steps_per_loop, remaining)
+
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
+        totals = 0.0
+        while steps > 0:
+            n = min(steps_per_loop, steps)
+            totals = totals + loop_fn(iterator, tf.constant(n)).numpy()
+            steps -= n
+        return totals
+
+    def needs_statistics_sync(self, model) -> bool:
+        return self.strategy.num_replicas_in_sync > 1 and bool(model.non_trainable_variables)
+
+    @property
+    def update_in_xla(self) -> bool:
+        """One device, no mirroring: the optimizer update has no merge_call (all-reduce), so
+        XLA may compile it too. Mirrored strategies sync inside apply_gradients, even with
+        one replica, and a merge_call cannot sit inside a nested tf.function."""
+        mirrored = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+        return not isinstance(self.strategy, mirrored)
+
+
+class CoordinatorExecutor:
+    """ParameterServerStrategy: calls are scheduled on workers, per-worker datasets."""
+
+    def __init__(self, strategy: tf.distribute.Strategy):
+        self.strategy = strategy
+        self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+
+    def iterator(self, dataset_fn: Callable):
+        return iter(self.coordinator.create_per_worker_dataset(
+            lambda: self.strategy.distribute_datasets_from_function(dataset_fn)))
+
+    def chunk_steps(self, steps_per_loop: int, remaining: int) -> int:
+        """All steps up to the boundary: scheduling them together keeps every worker busy."""
+        return remaining
+
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
+        futures = []
+        while steps > 0:
+            n = min(steps_per_loop, steps)
+            futures.append(self.coordinator.schedule(loop_fn, args=(iterator, tf.constant(n))))
+            steps -= n
+        self.coordinator.join()
+        return sum(f.fetch() for f in futures)
+
+    def needs_statistics_sync(self, model) -> bool:
+        return False  # variables live on the parameter servers: one copy already
+
+    update_in_xla = False  # remote variables cannot live inside an XLA cluster
+
+
+def make_executor(strategy: tf.distribute.Strategy):
+    if isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        return CoordinatorExecutor(strategy)
+    return SyncExecutor(strategy)
+
+
+class Trainer:
+    """Owns the step; `train(n)` runs n steps and returns their averaged metrics.
+
+    `dataset_fn(input_context, seed_offset)` returns per-replica batches; the seed offset is
+    the step the iterator starts at (see `_iterator`).
+    """
+
+    def __init__(self, strategy, model, optimizer, config: StepConfig, dataset_fn: Callable,
+                 step: tf.Variable | None = None, executor=None):
+        self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
-        self.step = step
-        self.checkpoints = checkpoints
-        self.reporter = reporter
-        self.coordinator = coordinator
-        self.last_eval: dict | None = None
-        self.last_train: dict | None = None
-        self.images_per_sec: list[float] = []
+        self.config = config
+        self.dataset_fn = dataset_fn
+        self.step = step if step is not None else tf.Variable(
+            0, dtype=tf.int64, trainable=False, name="global_step")
+        self.executor = executor or make_executor(strategy)
+        variables = model.trainable_variables
+        self._decayed = [i for i, v in enumerate(variables) if "kernel" in v.path] \
+            if config.weight_decay else []
+        # XLA compiles the forward/backward pass, and the update too where no all-reduce
+        # sits in it (as Keras fit does); each tf.function is created once, here.
+        self._compute, self._update = self._gradients, self._apply
+        if config.jit_compile and self.executor.update_in_xla:
+            self._update = tf.function(self._apply, jit_compile=True)
+        elif config.jit_compile:
+            self._compute = tf.function(self._gradients, jit_compile=True)
         self._loop = tf.function(self._train_loop)
         self._sync = tf.function(self._average_statistics)
+        self._iterator_state = None
 
-    # --- the step -----------------------------------------------------------------------
+    # --- the step (graph) ---------------------------------------------------------------
 
     def _gradients(self, images, labels):
-        s = self.setup
+        c = self.config
+        variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             logits = self.model(images, training=True)
-            per_example, sums = batch_metrics(logits, labels, s.num_classes, s.label_smoothing)
-            loss = tf.nn.compute_average_loss(per_example,
-                                              global_batch_size=s.numbers.global_batch)
-            if s.l2_decay:
-                kernels = [v for v in self.model.trainable_variables if "kernel" in v.path]
-                l2 = tf.add_n([tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in kernels])
-                loss += tf.nn.scale_regularization_loss(s.l2_decay * l2)
+            per_example, sums = batch_metrics(logits, labels, c.num_classes, c.label_smoothing)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=c.global_batch)
             scaled = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, self.model.trainable_variables)
+        grads = tape.gradient(scaled, variables)
+        if self._decayed:
+            # d/dw of scale_regularization_loss(wd * l2_loss(w)) is wd * w / replicas (the
+            # all-reduce sums replicas back to wd * w); the loss scale applies to it too.
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            for i in self._decayed:
+                decay = self.optimizer.scale_loss(
+                    tf.cast(variables[i], grads[i].dtype) * (c.weight_decay / replicas))
+                grads[i] = grads[i] + decay
         return grads, sums
 
-    def _replica_step(self, batch):
-        images, labels = batch
-        compute = self._gradients
-        if self.setup.jit_compile:
-            compute = tf.function(compute, jit_compile=True)
-        grads, sums = compute(images, labels)
+    def _apply(self, images, labels):
+        grads, sums = self._compute(images, labels)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
         return sums
 
+    def _replica_step(self, batch):
+        return self._update(*batch)
+
     def _train_loop(self, iterator, steps):
-        strategy = self.setup.strategy
         totals = tf.zeros([4])
         for _ in tf.range(steps):
-            sums = strategy.run(self._replica_step, args=(next(iterator),))
-            totals += strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
+            sums = self.strategy.run(self._replica_step, args=(next(iterator),))
+            totals += self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
         return totals
 
     def _average_statistics(self):
         """Average non-trainable weights (batch-norm moving statistics) over all replicas.
 
         Keras 3 creates them with aggregation NONE, so each replica keeps its own; one
-        all-reduce at each checkpoint makes every member save and evaluate the same model.
+        all-reduce before each checkpoint makes every member save and evaluate the same model.
         """
-        strategy = self.setup.strategy
         variables = self.model.non_trainable_variables
-        local = strategy.run(lambda: [tf.identity(v.value) for v in variables])
+        local = self.strategy.run(lambda: [tf.identity(v.value) for v in variables])
         for variable, value in zip(variables, local, strict=True):
-            variable.assign(strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None))
+            variable.assign(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None))
 
     # --- the host side ------------------------------------------------------------------
 
-    def _iterator(self, seed_offset: int):
-        """A fresh distributed iterator whose shuffle seed moves with the resume step.
+    def _iterator(self):
+        """A distributed iterator whose shuffle seed moves with the step it starts at.
 
         Its position cannot go into the checkpoint under any strategy: TensorFlow 2.21's
         DistributedIterator is not trackable (tensorflow#56372), and the augmentations'
         random ops make SerializeIterator refuse even a plain one. Re-seeding by step
         means a resumed run draws a new order instead of replaying the old one.
         """
-        s = self.setup
-        strategy = s.strategy
+        if self._iterator_state is None:
+            offset = int(self.step.numpy())
+            self._iterator_state = self.executor.iterator(
+                lambda context: self.dataset_fn(context, offset))
+        return self._iterator_state
 
-        def dataset_fn(context):
-            return s.train_dataset_fn(context, seed_offset)
+    def chunk_steps(self, remaining: int) -> int:
+        """How many steps the next chunk should run, at most `remaining`."""
+        return self.executor.chunk_steps(self.config.steps_per_loop, remaining)
 
-        if self.coordinator is None:
-            return iter(strategy.distribute_datasets_from_function(dataset_fn))
-        per_worker = self.coordinator.create_per_worker_dataset(
-            lambda: strategy.distribute_datasets_from_function(dataset_fn))
-        return iter(per_worker)
+    def train(self, num_steps: int) -> dict[str, float]:
+        """Run `num_steps` steps; metrics averaged over them, plus lr, images/sec, step time."""
+        started = time.perf_counter()
+        sums = self.executor.run(self._loop, self._iterator(), num_steps,
+                                 self.config.steps_per_loop)
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        self.step.assign_add(num_steps)
+        # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
+        lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
+        return {**averages(sums), "lr": lr,
+                "images_per_sec": num_steps * self.config.global_batch / elapsed,
+                "step_time": elapsed / num_steps}
 
-    def _boundaries(self, step: int) -> int:
-        """The next step at which something must happen (checkpoint, eval, epoch end)."""
-        s = self.setup
-        candidates = [s.numbers.total_steps, _next_multiple(step, s.numbers.steps_per_epoch)]
-        for every in (s.checkpoint_every_steps, s.eval_every_steps):
-            if every:
-                candidates.append(_next_multiple(step, every))
-        return min(candidates)
-
-    def _run_chunk(self, iterator, steps: int):
-        """Run `steps` steps; returns the summed metrics."""
-        per_call = self.setup.steps_per_loop
-        if self.coordinator is None:
-            totals = None
-            while steps > 0:
-                n = min(per_call, steps)
-                result = self._loop(iterator, tf.constant(n))
-                totals = result if totals is None else totals + result
-                steps -= n
-            return totals.numpy()
-        futures = []
-        while steps > 0:
-            n = min(per_call, steps)
-            futures.append(self.coordinator.schedule(self._loop, args=(iterator, tf.constant(n))))
-            steps -= n
-        self.coordinator.join()
-        return sum(f.fetch() for f in futures)
-
-    def train(self, on_first_chunk: Callable[[], None] = lambda: None) -> None:
-        """Train to the last step; `on_first_chunk` runs once the cluster has done real work."""
-        s = self.setup
-        total = s.numbers.total_steps
-        step = int(self.step.numpy())
-        iterator = self._iterator(seed_offset=step)
-        while step < total:
-            target = self._boundaries(step)
-            while step < target:
-                n = target - step if self.coordinator else min(s.steps_per_loop, target - step)
-                started = time.perf_counter()
-                sums = self._run_chunk(iterator, n)
-                elapsed = time.perf_counter() - started
-                on_first_chunk()
-                step += n
-                self.step.assign(step)
-                rate = n * s.numbers.global_batch / max(elapsed, 1e-9)
-                self.images_per_sec.append(rate)
-                self.last_train = averages(sums)
-                lr = float(self.optimizer.learning_rate)
-                self.reporter.report(step, {**self.last_train, "lr": lr,
-                                            "images_per_sec": rate,
-                                            "step_time": elapsed / n})
-            self._at_boundary(step)
-
-    def _at_boundary(self, step: int) -> None:
-        s = self.setup
-        if self.coordinator is None and s.strategy.num_replicas_in_sync > 1 \
-                and self.model.non_trainable_variables:
+    def synchronize(self) -> None:
+        """Make every replica's non-trainable state equal (before a checkpoint or eval)."""
+        if self.executor.needs_statistics_sync(self.model):
             self._sync()
-        total = s.numbers.total_steps
-        if step == total or step % s.numbers.steps_per_epoch == 0 or (
-                s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0):
-            self.checkpoints.save(step)
-        due = s.eval_every_steps and step % s.eval_every_steps == 0
-        if s.evaluate is not None and (step == total or due):
-            self.last_eval = s.evaluate()
-            self.reporter.report(step, self.last_eval, kind="eval")
-
-
-def _next_multiple(step: int, every: int) -> int:
-    return (step // every + 1) * every
 
 
 def evaluate_model(model, dataset, num_classes: int) -> dict[str, float]:

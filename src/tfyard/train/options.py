@@ -1,4 +1,6 @@
-"""Training options: the flags (with the classic spellings), and the published recipes.
+"""Training options, each declared once: `TrainOptions` fields carry their flag metadata
+(spellings, help, choices, checks) and generate the argparse flags for `tfyard train`,
+`tfyard bench` and the seed scripts; `run.json` is `to_dict()`, read back by `from_dict`.
 
 A recipe holds the defaults a model family was published with; any flag the user sets
 wins. No TensorFlow import here, so `tfyard train --help` is fast.
@@ -7,8 +9,10 @@ wins. No TensorFlow import here, so `tfyard train --help` is fast.
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from tfyard import platform
 from tfyard.distribute.strategy import STRATEGIES
@@ -42,154 +46,249 @@ RECIPES = {
 }
 
 
+# --- value checks: each takes a parsed value and returns it, or raises ValueError ---------
+
+
+def positive_int(value) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError(f"{value} must be a positive integer")
+    return number
+
+
+def _finite(value) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value} must be a finite number")
+    return number
+
+
+def positive_float(value) -> float:
+    number = _finite(value)
+    if number <= 0:
+        raise ValueError(f"{value} must be > 0")
+    return number
+
+
+def nonnegative_float(value) -> float:
+    number = _finite(value)
+    if number < 0:
+        raise ValueError(f"{value} must be >= 0")
+    return number
+
+
+def fraction(value) -> float:
+    number = _finite(value)
+    if not 0 <= number < 1:
+        raise ValueError(f"{value} must be in [0, 1)")
+    return number
+
+
+def epoch_list(value) -> tuple[float, ...]:
+    parts = value.split(",") if isinstance(value, str) else value
+    return tuple(nonnegative_float(x) for x in parts if str(x).strip())
+
+
+def flag_type(check: Callable) -> Callable:
+    def convert(text: str):
+        try:
+            return check(text)
+        except ValueError as exc:
+            text = str(exc).replace("could not convert string to float: ", "not a number: ")
+            raise argparse.ArgumentTypeError(text) from None
+    convert.__name__ = check.__name__
+    return convert
+
+
+def opt(default=None, *aliases: str, help: str | None = None, check: Callable | None = None,
+        choices: Iterable[str] | None = None, group: str = "optimisation",
+        negate: tuple[str, ...] = (), platform_flag: bool = False, factory=None):
+    """A TrainOptions field with its flag metadata.
+
+    aliases: other spellings (classic ones included); check: converts and validates a
+    value (argparse and the constructor both use it); negate: spellings that store False
+    for a boolean; platform_flag: declared by `tfyard.platform` (the platform contract).
+    """
+    meta = {"aliases": aliases, "help": help, "check": check, "group": group,
+            "choices": tuple(choices) if choices else None, "negate": negate,
+            "platform": platform_flag}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _platform(name: str):
+    return opt(None, platform_flag=True, group="platform")
+
+
+def _startup_timeout() -> float:
+    return float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 600))
+
+
+WHAT, HOW, RUN = "what to train", "how long and how big", "distribution, checkpoints and output"
+DTYPES = ("float32", "bfloat16", "float16")
+
+
 @dataclass(frozen=True)
 class TrainOptions:
     """Everything `tfyard train` accepts; None means "take it from the recipe"."""
 
-    model: str = "cifar_resnet20"
-    dataset: str = "digits"
-    data_dir: str | None = None
-    output_dir: str | None = None
-    work_dir: str | None = None
-    log_dir: str | None = None
-    num_gpus: str | None = None
-    batch_size: int | None = None
-    per_replica_batch_size: int | None = None
-    epochs: float | None = None
-    train_steps: int | None = None
-    learning_rate: float | None = None
-    optimizer: str | None = None
-    momentum: float = 0.9
-    nesterov: bool = False
-    lr_schedule: str | None = None
-    decay_epochs: tuple[float, ...] | None = None
-    warmup_epochs: float | None = None
-    label_smoothing: float = 0.0
-    weight_decay: float | None = None
-    dtype: str = "float32"
-    jit_compile: bool | None = None
-    steps_per_loop: int = 10
-    eval_every_epochs: float | None = None
-    checkpoint_every_steps: int | None = None
-    keep_checkpoints: int = 3
-    seed: int | None = None
-    ds: str | None = None
-    image_size: int | None = None
-    label_offset: int | None = None
-    data_threads: int | None = None
-    skip_corrupt: bool = False
-    sync_batch_norm: bool = False
-    zero_init_residual: bool = False
-    cpu_replicas: int = 1
-    startup_timeout: float = 600.0
-    export: bool = True
-    quiet: bool = False
+    model: str = opt("cifar_resnet20", "--model_name", "--model-name", group=WHAT,
+                     help="model name from `tfyard models` (classic: --model_name=vgg_19)")
+    dataset: str = opt("digits", "--dataset_name", group=WHAT,
+                       help="dataset name from the data registry (default: digits)")
+    data_dir: str | None = _platform("data_dir")
+    output_dir: str | None = _platform("output_dir")
+    work_dir: str | None = _platform("work_dir")
+    log_dir: str | None = _platform("log_dir")
+    num_gpus: str | None = _platform("num_gpus")
+    image_size: int | None = opt(None, check=positive_int, group=WHAT,
+                                 help="square input size (default: the dataset's)")
+    label_offset: int | None = opt(None, check=int, group=WHAT, help="added to stored labels "
+                                   "(ImageNet default -1 makes 1..1000 zero-based)")
+    batch_size: int | None = opt(None, "--train-batch-size", "--train_batch_size", group=HOW,
+                                 check=positive_int,
+                                 help="global batch over all replicas (default: the recipe's)")
+    per_replica_batch_size: int | None = opt(None, check=positive_int, group=HOW,
+                                             help="batch per replica instead of --batch_size")
+    epochs: float | None = opt(None, "--train_epochs", "--train-epochs", check=positive_float,
+                               group=HOW, help="epochs to train (default: recipe)")
+    train_steps: int | None = opt(None, "--max_number_of_steps", check=positive_int, group=HOW,
+                                  help="total steps; overrides --epochs")
+    steps_per_loop: int = opt(10, check=positive_int, group=HOW,
+                              help="steps run per tf.function call (default: 10)")
+    learning_rate: float | None = opt(None, check=positive_float, help="peak learning rate as "
+                                      "given (default: recipe, scaled by batch)")
+    optimizer: str | None = opt(None, choices=("sgd", "adamw"))
+    momentum: float = opt(0.9, check=fraction, help="SGD momentum, in [0, 1) (default: 0.9)")
+    nesterov: bool = opt(False)
+    lr_schedule: str | None = opt(None, choices=("piecewise", "cosine"))
+    decay_epochs: tuple[float, ...] | None = opt(
+        None, check=epoch_list, help="piecewise: comma-separated epochs where lr drops 10x")
+    warmup_epochs: float | None = opt(None, check=nonnegative_float)
+    label_smoothing: float = opt(0.0, check=fraction, help="in [0, 1) (default: 0)")
+    weight_decay: float | None = opt(None, check=nonnegative_float, help="L2 on kernels for "
+                                     "SGD, decoupled for AdamW (default: recipe)")
+    dtype: str = opt("float32", choices=DTYPES,
+                     help="compute dtype; float16 uses dynamic loss scaling")
+    jit_compile: bool | None = opt(None, "--xla", negate=("--no_jit_compile", "--no_xla"),
+                                   help="compile the step with XLA (default: on where safe, as "
+                                   "Keras fit does; off for parameter-server and synchronized "
+                                   "batch norm); --no_jit_compile never")
+    sync_batch_norm: bool = opt(False, help="batch-norm statistics over all replicas")
+    zero_init_residual: bool = opt(False, help="zero the last batch-norm gamma of each "
+                                   "residual block")
+    seed: int | None = opt(None, check=int)
+    ds: str | None = opt(None, "--distribution_strategy", choices=STRATEGIES, group=RUN,
+                         help="override the strategy chosen from TF_CONFIG and GPUs")
+    cpu_replicas: int = opt(1, check=positive_int, group=RUN, help="split the CPU into N "
+                            "logical devices (mirrored on CPU-only hosts)")
+    eval_every_epochs: float | None = opt(None, check=positive_float, group=RUN, help="evaluate "
+                                          "on the validation split this often (default: end)")
+    checkpoint_every_steps: int | None = opt(None, check=positive_int, group=RUN, help="also "
+                                             "checkpoint every N steps (always at epoch ends)")
+    keep_checkpoints: int = opt(3, check=positive_int, group=RUN)
+    data_threads: int | None = opt(None, check=positive_int, group=RUN,
+                                   help="input pipeline threads (default: AUTOTUNE)")
+    skip_corrupt: bool = opt(False, group=RUN,
+                             help="drop records that fail to decode and count them")
+    startup_timeout: float = opt(factory=_startup_timeout, check=positive_float, group=RUN,
+                                 help="seconds to wait for other cluster members before giving "
+                                 "up (env TFYARD_STARTUP_TIMEOUT; default: 600)")
+    export: bool = opt(True, negate=("--no_export",), group=RUN,
+                       help="write export/ at the end (default); --no_export skips it")
+    quiet: bool = opt(False, group=RUN, help="warnings only, no progress output")
+
+    def __post_init__(self):
+        for f in fields(self):
+            value, check = getattr(self, f.name), f.metadata["check"]
+            if value is None or check is None:
+                continue
+            try:
+                object.__setattr__(self, f.name, check(value))
+            except (ValueError, TypeError) as exc:
+                raise UserError(f"--{f.name} {value!r}: {exc}") from None
 
     def with_updates(self, **changes) -> TrainOptions:
         return replace(self, **changes)
 
+    def to_dict(self) -> dict:
+        return asdict(self)
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a positive integer")
-    return value
+    @classmethod
+    def from_dict(cls, values: dict) -> TrainOptions:
+        """Options from `to_dict()` output (run.json); unknown keys are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})  # checks normalize
+
+    def to_argv(self, names: Iterable[str] | None = None) -> list[str]:
+        """The command line that parses back to these options (flags that differ from the
+        defaults; `names` limits it to those fields)."""
+        default = TrainOptions()
+        argv = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if (names is not None and f.name not in names) or value == getattr(default, f.name):
+                continue
+            if isinstance(value, bool) or f.metadata["negate"] and value is not None:
+                argv.append(f"--{f.name}" if value else f.metadata["negate"][0])
+            elif isinstance(value, tuple):
+                argv += [f"--{f.name}", ",".join(str(x) for x in value)]
+            else:
+                argv += [f"--{f.name}", str(value)]
+        return argv
 
 
-def positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive")
-    return value
+def add_option_arguments(parser, names: Iterable[str] | None = None,
+                         defaults: dict | None = None, grouped: bool = True):
+    """Add the flags of the TrainOptions fields `names` (all but the platform's by default),
+    in help groups unless `grouped` is False (a mutually exclusive group, say).
 
-
-def _epoch_list(text: str) -> tuple[float, ...]:
-    return tuple(float(x) for x in text.split(",") if x.strip())
+    Every flag defaults to None (absent); the dataclass default applies, or `defaults`.
+    """
+    groups: dict[str, object] = {}
+    defaults = defaults or {}
+    for f in fields(TrainOptions):
+        meta = f.metadata
+        if meta["platform"] or (names is not None and f.name not in names):
+            continue
+        if meta["group"] not in groups:
+            groups[meta["group"]] = parser.add_argument_group(meta["group"]) if grouped \
+                else parser
+        group = groups[meta["group"]]
+        spellings = (f"--{f.name}", *meta["aliases"])
+        default = defaults.get(f.name)
+        help_text = meta["help"] if default is None \
+            else f"{meta['help'] or ''} (default: {default})".lstrip()
+        if f.type in ("bool", "bool | None"):
+            group.add_argument(*spellings, dest=f.name, action="store_true", default=default,
+                               help=help_text)
+            if meta["negate"]:
+                group.add_argument(*meta["negate"], dest=f.name, action="store_false",
+                                   help=f"turn --{f.name} off")
+            continue
+        group.add_argument(*spellings, dest=f.name, default=default, help=help_text,
+                           choices=meta["choices"],
+                           type=flag_type(meta["check"]) if meta["check"] else None)
+    return parser
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add every training flag, including the classic spellings, to `parser`."""
     platform.add_platform_arguments(parser)
-    what = parser.add_argument_group("what to train")
-    what.add_argument("--model", "--model_name", "--model-name", dest="model", default=None,
-                      help="model name from `tfyard models` (classic: --model_name=vgg_19)")
-    what.add_argument("--resnet_size", "--resnet-size", type=int, default=None,
-                      help="classic ResNet depth: 50 -> resnet50, or cifar_resnetN on CIFAR data")
-    what.add_argument("--dataset", "--dataset_name", default=None,
-                      help="dataset name from the data registry (default: digits)")
-    what.add_argument("--image_size", type=positive_int, default=None,
-                      help="square input size (default: the dataset's)")
-    what.add_argument("--label_offset", type=int, default=None,
-                      help="added to stored labels (ImageNet default -1 makes 1..1000 zero-based)")
-    how = parser.add_argument_group("how long and how big")
-    how.add_argument("--batch_size", "--train-batch-size", "--train_batch_size",
-                     dest="batch_size", type=positive_int, default=None,
-                     help="global batch over all replicas (default: the recipe's)")
-    how.add_argument("--per_replica_batch_size", type=positive_int, default=None,
-                     help="batch per replica instead of --batch_size")
-    how.add_argument("--epochs", "--train_epochs", "--train-epochs", dest="epochs",
-                     type=positive_float, default=None, help="epochs to train (default: recipe)")
-    how.add_argument("--train_steps", "--max_number_of_steps", dest="train_steps",
-                     type=positive_int, default=None, help="total steps; overrides --epochs")
-    how.add_argument("--steps_per_loop", type=positive_int, default=10,
-                     help="steps run per tf.function call (default: 10)")
-    opt = parser.add_argument_group("optimisation")
-    opt.add_argument("--learning_rate", type=positive_float, default=None,
-                     help="peak learning rate as given (default: recipe, scaled by batch)")
-    opt.add_argument("--optimizer", choices=("sgd", "adamw"), default=None)
-    opt.add_argument("--momentum", type=float, default=0.9)
-    opt.add_argument("--nesterov", action="store_true")
-    opt.add_argument("--lr_schedule", choices=("piecewise", "cosine"), default=None)
-    opt.add_argument("--decay_epochs", type=_epoch_list, default=None,
-                     help="piecewise: comma-separated epochs where lr drops 10x")
-    opt.add_argument("--warmup_epochs", type=float, default=None)
-    opt.add_argument("--label_smoothing", type=float, default=0.0)
-    opt.add_argument("--weight_decay", type=float, default=None,
-                     help="L2 on kernels for SGD, decoupled for AdamW (default: recipe)")
-    opt.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
-                     help="compute dtype; float16 uses dynamic loss scaling")
-    opt.add_argument("--jit_compile", "--xla", dest="jit_compile", action="store_true",
-                     default=None, help="compile the step with XLA (default: on where safe, "
-                     "as Keras fit does; off for parameter-server and synchronized batch norm)")
-    opt.add_argument("--no_jit_compile", "--no_xla", dest="jit_compile", action="store_false",
-                     help="never use XLA")
-    opt.add_argument("--sync_batch_norm", action="store_true",
-                     help="batch-norm statistics over all replicas")
-    opt.add_argument("--zero_init_residual", action="store_true",
-                     help="zero the last batch-norm gamma of each residual block")
-    opt.add_argument("--seed", type=int, default=None)
-    run = parser.add_argument_group("distribution, checkpoints and output")
-    run.add_argument("--distribution_strategy", "--ds", dest="ds", choices=STRATEGIES,
-                     default=None, help="override the strategy chosen from TF_CONFIG and GPUs")
-    run.add_argument("--cpu_replicas", type=positive_int, default=1,
-                     help="split the CPU into N logical devices (mirrored on CPU-only hosts)")
-    run.add_argument("--eval_every_epochs", type=positive_float, default=None,
-                     help="evaluate on the validation split this often (default: at the end)")
-    run.add_argument("--checkpoint_every_steps", type=positive_int, default=None,
-                     help="also checkpoint every N steps (always at each epoch end)")
-    run.add_argument("--keep_checkpoints", type=positive_int, default=3)
-    run.add_argument("--data_threads", type=positive_int, default=None,
-                     help="input pipeline threads (default: AUTOTUNE)")
-    run.add_argument("--skip_corrupt", action="store_true",
-                     help="drop records that fail to decode and count them")
-    run.add_argument("--startup_timeout", type=positive_float,
-                     default=float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 600)),
-                     help="seconds to wait for other cluster members before giving up "
-                     "(env TFYARD_STARTUP_TIMEOUT; default: 600)")
-    run.add_argument("--no_export", dest="export", action="store_false",
-                     help="skip writing export/ at the end")
-    run.add_argument("--quiet", action="store_true", help="no progress output")
+    add_option_arguments(parser)
+    parser.add_argument("--resnet_size", "--resnet-size", type=int, default=None,
+                        help="classic ResNet depth: 50 -> resnet50, or cifar_resnetN on CIFAR data")
     return parser
 
 
-_FIELDS = {f.name for f in fields(TrainOptions)}
-
-
-def options_from_args(args: argparse.Namespace) -> TrainOptions:
+def options_from_args(args: argparse.Namespace, **overrides) -> TrainOptions:
     """Build TrainOptions from parsed flags, resolving --resnet_size into a model name."""
     from tfyard.models import resolve_alias
 
-    values = {k: v for k, v in vars(args).items() if k in _FIELDS and v is not None}
+    names = {f.name for f in fields(TrainOptions)}
+    values = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    values.update(overrides)
     dataset = values.get("dataset", TrainOptions.dataset)
     model = values.get("model")
     resnet_size = getattr(args, "resnet_size", None)
@@ -199,6 +298,37 @@ def options_from_args(args: argparse.Namespace) -> TrainOptions:
     values["model"] = resolve_alias(model=model or (None if resnet_size else TrainOptions.model),
                                     resnet_size=resnet_size)
     return TrainOptions(**values)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    # Options whose value may itself start with a dash: `--train_params --batch_size=64`.
+    dash_values: frozenset[str] = frozenset()
+
+    def error(self, message):  # noqa: D102 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse API
+        if args is not None and self.dash_values:
+            args = join_dash_values(list(args), self.dash_values)
+        return super().parse_known_args(args, namespace)
+
+
+def join_dash_values(args: list[str], options) -> list[str]:
+    """`--opt -x` -> `--opt=-x` for `options`, which argparse would otherwise read as
+    `--opt` missing its value; nothing after a bare `--` is touched."""
+    out = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            return [*out, arg, *rest]
+        if arg in options:
+            value = next(rest, None)
+            out.append(arg if value is None else f"{arg}={value}")
+        else:
+            out.append(arg)
+    return out
 
 
 def rename_flags(argv: list[str], renames: dict[str, str]) -> list[str]:
@@ -212,8 +342,6 @@ def rename_flags(argv: list[str], renames: dict[str, str]) -> list[str]:
 
 def parse_train_args(argv: list[str] | None, prog: str = "tfyard train") -> TrainOptions:
     """Parse a training command line (used by seed scripts and `tfyard.train.run`)."""
-    from tfyard.cli import Parser
-
     parser = add_train_arguments(Parser(prog=prog, description="Train an image classifier."))
     return options_from_args(parser.parse_args(argv))
 

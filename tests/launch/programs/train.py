@@ -1,9 +1,9 @@
 """A small real training program for launcher tests, using tfyard's own strategy choice.
 
-All-reduce members train a tiny Keras model in a custom loop and checkpoint every few
-steps (the coordinator into OUT/checkpoints, the others into private dirs, as
-MultiWorkerMirrored requires); they resume from the latest checkpoint. Under ps the
-chief drives a ClusterCoordinator; ps and workers serve. The evaluator evaluates each
+Members train a tiny Keras model with tfyard's Trainer under a Controller that
+checkpoints every few steps (the coordinator into OUT/checkpoints, the others into
+private dirs, as MultiWorkerMirrored requires); they resume from the latest checkpoint.
+Under ps the chief drives the ClusterCoordinator; ps and workers serve. The evaluator evaluates each
 newest checkpoint, the final one included (however late it starts), and stops once the
 coordinator has written OUT/summary.json (final_step, resumed_from_step, num_replicas).
 """
@@ -74,62 +74,35 @@ if plan.behaviour == "evaluate":
         time.sleep(0.2)
     sys.exit(0)
 
+from tfyard.train.actions import CheckpointAction  # noqa: E402
+from tfyard.train.checkpoint import Checkpoints  # noqa: E402
+from tfyard.train.controller import Callback, Controller  # noqa: E402
+from tfyard.train.loop import StepConfig, Trainer  # noqa: E402
+
 strategy = strategies.create_strategy(plan, cluster, num_gpus=0)
 with strategy.scope():
     model = make_model()
     optimizer = tf.keras.optimizers.SGD(0.1)
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)
-checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    optimizer.build(model.trainable_variables)
+trainer = Trainer(strategy, model, optimizer,
+                  StepConfig(num_classes=3, global_batch=8, steps_per_loop=1),
+                  lambda context, offset: dataset(context.get_per_replica_batch_size(8)))
 writes_shared = cluster.is_coordinator
-directory = chief_dir if writes_shared else os.path.join(args.output_dir, f"private-{me}")
-manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
-latest = tf.train.latest_checkpoint(chief_dir)
-if latest:
-    checkpoint.restore(latest)
-resumed_from = int(step.numpy())
+checkpoints = Checkpoints(chief_dir, writes_shared, 2, model=model, optimizer=optimizer,
+                          step=trainer.step)
+checkpoints.restore_latest()
+resumed_from = int(trainer.step.numpy())
 print(f"{me}: starting at step {resumed_from}", flush=True)
 
 
-def train_step(x, y):
-    with tf.GradientTape() as tape:
-        loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)), global_batch_size=8)
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                  model.trainable_variables, strict=True))
-    step.assign_add(1)
-    return loss
+def saved(state):
+    print(f"{me}: step {state.step} loss {state.metrics['loss']:.4f} saved", flush=True)
 
 
-if plan.strategy == "parameter_server":
-    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    per_worker = coordinator.create_per_worker_dataset(lambda: dataset(8))
-    iterator = iter(per_worker)
-
-    @tf.function
-    def remote_step(it):
-        x, y = next(it)
-        return strategy.run(train_step, args=(x, y))
-
-    while int(step.numpy()) < args.train_steps:
-        for _ in range(args.checkpoint_every):
-            coordinator.schedule(remote_step, args=(iterator,))
-        coordinator.join()
-        manager.save()
-    final = int(step.numpy())
-else:
-    iterator = iter(strategy.experimental_distribute_dataset(dataset(8)))
-
-    @tf.function
-    def distributed_step(it):
-        x, y = next(it)
-        return strategy.reduce("SUM", strategy.run(train_step, args=(x, y)), axis=None)
-
-    while int(step.numpy()) < args.train_steps:
-        loss = distributed_step(iterator)
-        time.sleep(args.step_delay)
-        if int(step.numpy()) % args.checkpoint_every == 0:
-            manager.save(checkpoint_number=int(step.numpy()))
-            print(f"{me}: step {int(step.numpy())} loss {float(loss):.4f} saved", flush=True)
-    final = int(step.numpy())
+final = Controller(trainer, args.train_steps, args.checkpoint_every, [
+    CheckpointAction(checkpoints),
+    Callback(on_chunk_end=lambda state: time.sleep(args.step_delay), on_boundary=saved),
+]).run().step
 
 if writes_shared:
     with open(summary_path + ".tmp", "w") as handle:

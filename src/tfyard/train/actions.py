@@ -1,0 +1,95 @@
+"""The Controller's standard actions: checkpoint, metrics files, console, evaluation, export.
+
+`tfyard train` registers them in this order, so at a boundary the checkpoint is written
+before the evaluation that may be slow, and the evaluation is there for the reporters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tfyard.train.console import Console
+from tfyard.train.controller import Action, RunState
+
+
+class CheckpointAction(Action):
+    """Saves at every epoch end, every `every_steps` and the last step."""
+
+    def __init__(self, checkpoints, every_steps: int | None = None):
+        self.checkpoints = checkpoints
+        self.every_steps = every_steps
+
+    def on_boundary(self, state: RunState) -> None:
+        if state.at_epoch_end or state.due(self.every_steps):
+            state.outputs["checkpoint"] = self.checkpoints.save(state.step)
+
+    def close(self) -> None:
+        self.checkpoints.close()
+
+
+class EvalAction(Action):
+    """Runs `evaluate() -> {"loss", "top1", "top5"}` every `every_steps` and at the end."""
+
+    def __init__(self, evaluate: Callable[[], dict], every_steps: int | None = None):
+        self.evaluate = evaluate
+        self.every_steps = every_steps
+
+    def on_boundary(self, state: RunState) -> None:
+        if state.due(self.every_steps):
+            state.eval = self.evaluate()
+            state.eval_step = state.step
+
+
+class MetricsAction(Action):
+    """Each chunk's train metrics and each evaluation to metrics.jsonl and TensorBoard."""
+
+    def __init__(self, reporter):
+        self.reporter = reporter
+
+    def on_chunk_end(self, state: RunState) -> None:
+        self.reporter.report(state.step, state.epoch, state.metrics)
+
+    def on_boundary(self, state: RunState) -> None:
+        if state.eval_step == state.step:
+            self.reporter.report(state.step, state.epoch, state.eval, kind="eval")
+
+    def close(self) -> None:
+        self.reporter.close()
+
+
+class ConsoleAction(Action):
+    """The per-report progress line (or bar) and the evaluation line."""
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def on_chunk_end(self, state: RunState) -> None:
+        self.console.progress(state.step, state.metrics)
+
+    def on_boundary(self, state: RunState) -> None:
+        if state.eval_step == state.step:
+            self.console.evaluation(state.step, state.eval)
+
+
+class ExportAction(Action):
+    """Runs `export() -> dict` once at the end of a completed run; the result is in outputs."""
+
+    def __init__(self, export: Callable[[], dict]):
+        self.export = export
+
+    def on_end(self, state: RunState) -> None:
+        if state.stop_reason is None:
+            state.outputs["export"] = self.export()
+
+
+class OnFirstChunk(Action):
+    """Calls `callback()` once the cluster has done real work (and at close, if it never did)."""
+
+    def __init__(self, callback: Callable[[], None]):
+        self.callback = callback
+
+    def on_chunk_end(self, state: RunState) -> None:
+        self.callback()
+
+    def close(self) -> None:
+        self.callback()
