@@ -70,3 +70,25 @@ def test_a_stopped_member_is_named_killed_and_the_job_restarted(tmp_path):
                      r"killed it\ntfyard: restarting the job \(1/1\)\n", text), text
     assert "worker:0 froze" not in text
     assert not alive(victim)
+
+
+def test_a_member_failing_because_its_peer_is_stopped_names_the_stopped_peer(tmp_path):
+    """TensorFlow makes the healthy member exit 1 once a peer is silent for 10 s; the
+    launcher names the silent one, even long before its --hang_timeout."""
+    proc = launch("local", "--workers", 2, "--max_restarts", 0, "--hang_timeout", 300,
+                  "--grace", 1, "--", *program("preemptible.py", "--pid_dir", tmp_path,
+                                               "--fail", "worker:0:9"))
+    lines = follow(proc)
+    deadline = time.monotonic() + 60
+    while len(recorded_pids(tmp_path)) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1)
+    victim = started_pid(lines, "worker:1")
+    os.kill(victim, signal.SIGSTOP)
+    assert proc.wait(timeout=60) == 128 + signal.SIGKILL, "".join(lines)
+    text = "".join(lines)
+    assert re.search(r"tfyard: worker:1 froze: no heartbeat for \d+s \(then worker:0 failed "
+                     r"with exit code 1\); killed it\n", text), text
+    assert "[worker:0] worker:0: my peer stopped answering" in text
+    assert not alive(victim)

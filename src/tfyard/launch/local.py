@@ -138,7 +138,8 @@ class ProcessMember:
         return self.proc.poll()
 
     def heartbeat_age(self) -> float | None:
-        return heartbeat.age(self.beat_file) if self.beat_file else None
+        """Its heartbeat's age while it is stopped or stuck in the kernel, else None."""
+        return heartbeat.frozen_for(self.beat_file, self.proc.pid) if self.beat_file else None
 
     def terminate(self) -> None:
         signal_group(self.proc, signal.SIGTERM)

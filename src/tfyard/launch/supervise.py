@@ -8,7 +8,8 @@ child processes of Ray actors; both hand this module one handle per member.
 - A member exiting with PREEMPTED_EXIT_CODE (143: it saved after a SIGTERM) restarts the
   job without spending a restart.
 - A member whose heartbeat file (tfyard.distribute.heartbeat) is older than --hang_timeout
-  is frozen: it is killed, named, and the job restarts under --max_restarts.
+  while its process is stopped or stuck in the kernel is frozen: it is killed, named, and
+  the job restarts under --max_restarts.
 - SIGTERM/SIGINT to the launcher forward SIGTERM to every member, wait --grace_period s
   for them to save and exit, kill what is left, and give 128 + signal (143 for SIGTERM).
 """
@@ -28,6 +29,7 @@ from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
 
 TAIL_LINES = 10  # of a failed member's output, repeated in the final error
 SUSPEND_GAP_S = 5.0  # a longer pause of the watch loop: we were not running, judge later
+STALE_S = 5.0  # a beat this late (they come every second) marks the peer that froze first
 
 
 class MemberFailed(Exception):
@@ -200,6 +202,27 @@ class Attempt:
                        f"froze: no heartbeat for {age:.0f}s (--hang_timeout {timeout:g}); "
                        "killed it", tuple(handle.tail))
 
+    def root_cause(self, i: int, failure: Failure) -> tuple[int, Failure]:
+        """The member to name for `failure`: a peer whose heartbeat went silent, if any.
+
+        TensorFlow's own coordination service gives up on a silent all-reduce peer after
+        10 s and makes a healthy member exit 1 ("tasks are unhealthy"); the silent one is
+        the cause, whatever --hang_timeout says.
+        """
+        if failure.preempted or failure.what.startswith("froze"):
+            return i, failure
+        for j, handle in enumerate(self.handles):
+            if j == i or handle.poll() is not None:
+                continue
+            age = handle.heartbeat_age()
+            if age is not None and age > STALE_S:
+                handle.kill()
+                return j, Failure(self.members[j], -signal.SIGKILL,
+                                  f"froze: no heartbeat for {age:.0f}s (then "
+                                  f"{failure.member.name} {failure.what}); killed it",
+                                  tuple(handle.tail))
+        return i, failure
+
     def watch(self, replace: Callable[[int, Failure], bool]) -> Failure | None:
         """Wait until the job ends; returns the failure that ended it, or None.
 
@@ -217,6 +240,7 @@ class Attempt:
             for i, code in enumerate(codes):
                 failure = None if i in stopped else self.failure(i, code, now - fresh_since)
                 if failure is not None:
+                    i, failure = self.root_cause(i, failure)
                     if not replace(i, failure):
                         return failure
                     codes[i] = None

@@ -2,7 +2,8 @@
 launcher's --hang_timeout, appends its pid to PID_DIR/MEMBER.pids, and finishes after
 --run_s seconds. On SIGTERM it takes --save_s seconds to "save", writes PID_DIR/MEMBER.saved
 and exits 143. With --preempt_once MEMBER that member exits 143 on its first run, once
-every member is up, as if it had been preempted and had saved."""
+every member is up, as if it had been preempted and had saved. With --fail MEMBER:SECONDS
+that member exits 1 after that long, as TensorFlow makes a member whose peer went silent."""
 
 import argparse
 import json
@@ -19,6 +20,7 @@ parser.add_argument("--pid_dir", required=True)
 parser.add_argument("--preempt_once", default="")
 parser.add_argument("--run_s", type=float, default=120)
 parser.add_argument("--save_s", type=float, default=0)
+parser.add_argument("--fail", default="", help="MEMBER:SECONDS: exit 1 after that long")
 args = parser.parse_args()
 
 tf_config = json.loads(os.environ["TF_CONFIG"])
@@ -46,5 +48,9 @@ if me == args.preempt_once and not os.path.exists(marker):
     open(marker, "w").close()
     print(f"{me}: preempted", flush=True)
     sys.exit(PREEMPTED_EXIT_CODE)
-time.sleep(args.run_s)
+failing, _, after = args.fail.rpartition(":")
+time.sleep(float(after) if failing == me else args.run_s)
+if failing == me:
+    print(f"{me}: my peer stopped answering", flush=True)
+    sys.exit(1)
 print(f"{me}: done", flush=True)
