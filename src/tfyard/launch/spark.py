@@ -118,7 +118,11 @@ def _run_stage(sc, members, command, write, board=None) -> None:
 
         rdd = sc.parallelize(range(len(members)), len(members)).barrier().mapPartitions(task)
         try:
-            rdd.collect()
+            # Spark never retries a failed barrier ResultStage ("Could not recover"); behind
+            # a shuffle the barrier stage is a ShuffleMapStage, which Spark relaunches whole
+            # (spark.task.maxFailures, spark.stage.maxConsecutiveAttempts): every member
+            # starts again and `tfyard train` resumes from its latest checkpoint.
+            rdd.repartition(1).collect()
         except Exception as exc:  # py4j wraps the task's error in the driver's exception
             raise MemberFailed(_member_error(str(exc))) from None
 
