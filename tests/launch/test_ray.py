@@ -131,3 +131,26 @@ def test_a_killed_member_restarts_the_job_from_its_checkpoint(ray_address, tmp_p
     summary = read_json(tmp_path / "summary.json")
     assert summary["final_step"] == 30
     assert 10 <= summary["resumed_from_step"] < 30
+
+
+def test_preemption_is_free_and_a_stopped_member_is_found_through_its_actor(ray_address,
+                                                                           tmp_path):
+    proc = launch_ray(ray_address, "--workers", 2, "--max_restarts", 1, "--hang_timeout", 3,
+                      "--", *program("preemptible.py", "--pid_dir", tmp_path,
+                                     "--preempt_once", "worker:0", "--run_s", 8))
+    lines = follow(proc)
+    deadline = time.monotonic() + 120
+    while len(recorded_pids(tmp_path).get("worker:1", [])) < 2:  # the second attempt is up
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.1)
+    time.sleep(1.5)
+    victim = started_pid(lines, "worker:1")
+    os.kill(victim, signal.SIGSTOP)
+    assert proc.wait(timeout=120) == 0, "".join(lines)
+    text = "".join(lines)
+    assert "tfyard: worker:0 was preempted (exit code 143: saved and stopped)\n" \
+        "tfyard: restarting the job after a preemption (not counted against " \
+        "--max_restarts)\n" in text
+    assert "tfyard: worker:1 froze: no heartbeat for" in text
+    assert "tfyard: restarting the job (1/1)\n" in text
+    assert not alive(victim)
