@@ -194,16 +194,16 @@ class _ActorMember:
         self.actor.signal.remote(signal.SIGTERM)  # actor calls run in order: before stop()
 
     def kill(self) -> None:
-        self._quietly("signal", signal.SIGKILL)
+        self._quietly(CALL_TIMEOUT_S, "signal", signal.SIGKILL)
 
     def stop(self, grace: float) -> None:
         if not self.stopped:
             self.stopped = True
-            self._show(self._quietly("stop", grace) or [])
+            self._show(self._quietly(CALL_TIMEOUT_S + grace, "stop", grace) or [])
 
-    def _quietly(self, method: str, *args):
+    def _quietly(self, timeout: float, method: str, *args):
         try:
-            return self._call(method, *args, timeout=CALL_TIMEOUT_S + max(args, default=0))
+            return self._call(method, *args, timeout=timeout)
         except Exception:  # noqa: BLE001 - the actor is gone: so is its member's group
             return None
 
