@@ -2,7 +2,9 @@
 
 A thin supervisor, not a scheduler: one TF_CONFIG per member, every output line prefixed
 with the member, each member in its own process group so a failure, Ctrl-C or SIGTERM
-ends whole groups (grandchildren included) and leaves no orphans.
+ends whole groups (grandchildren included) and leaves no orphans. What to do when a member
+fails, is preempted or freezes is `tfyard.launch.supervise`, shared with `launch ray`, whose
+actors run their members as the ProcessMember defined here.
 """
 
 from __future__ import annotations
