@@ -146,9 +146,10 @@ class MemberActor:
         else:
             self.member.terminate()
 
-    def stop(self, grace: float) -> list[str]:
+    def stop(self, grace: float) -> tuple[list[str], int | None]:
+        """Stop the member (SIGTERM, SIGKILL after `grace`); its last lines and exit code."""
         self.member.stop(grace)
-        return self._drain()
+        return self._drain(), self.member.poll()
 
     def close(self) -> None:
         if self.member is not None:
@@ -199,7 +200,10 @@ class _ActorMember:
     def stop(self, grace: float) -> None:
         if not self.stopped:
             self.stopped = True
-            self._show(self._quietly(CALL_TIMEOUT_S + grace, "stop", grace) or [])
+            lines, code = self._quietly(CALL_TIMEOUT_S + grace, "stop", grace) or ([], None)
+            self._show(lines)
+            if self.code is None:  # a stopped member has ended, whatever the actor says
+                self.code = -signal.SIGKILL if code is None else code
 
     def _quietly(self, timeout: float, method: str, *args):
         try:
