@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,spark,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,ray,dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: $(STAMP)

@@ -7,3 +7,10 @@ message must name the problem and the fix, and never needs a traceback.
 
 class UserError(Exception):
     """Bad input (flags, TF_CONFIG, data, paths) with a one-line message saying how to fix it."""
+
+
+# The one retryable exit code: a member (or `tfyard launch local`) that was asked to stop by
+# SIGTERM (preemption), saved its state and exited. 128 + SIGTERM, what Kubernetes and
+# Kubeflow already treat as "terminated, safe to retry"; TensorFlow's own default (42) is not.
+# Launchers restart a job on it without spending a --max_restarts credit.
+PREEMPTED_EXIT_CODE = 143

@@ -34,3 +34,25 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+def follow(proc: subprocess.Popen) -> list[str]:
+    """Lines of `proc`'s output as they come, read by a daemon thread into the returned list."""
+    import threading
+
+    lines: list[str] = []
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def started_pid(lines: list[str], member: str) -> int | None:
+    """The pid of the latest start of `member` that the launcher announced, if any."""
+    prefix = f"tfyard: started {member} (pid "
+    pids = [int(line[len(prefix):].split(")")[0]) for line in list(lines)
+            if line.startswith(prefix)]
+    return pids[-1] if pids else None

@@ -73,3 +73,21 @@ def test_indexed_job_pods_compute_their_tf_config(code_dir, k8s, roles):
 ])
 def test_job_name_is_a_dns_label(image, name):
     assert job_name(image) == name
+
+
+def test_preempted_pods_are_retried_without_counting_and_get_time_to_save(code_dir):
+    from tfyard.errors import PREEMPTED_EXIT_CODE
+
+    _, job = _manifest(code_dir, "2")["items"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"  # podFailurePolicy requires it
+    assert pod["terminationGracePeriodSeconds"] >= 30
+    (container,) = pod["containers"]
+    assert job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["podFailurePolicy"]["rules"] == [
+        {"action": "Ignore", "onExitCodes": {"containerName": container["name"],
+                                             "operator": "In",
+                                             "values": [PREEMPTED_EXIT_CODE]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+    ]
+    assert PREEMPTED_EXIT_CODE == 143

@@ -100,6 +100,23 @@ def test_a_failing_member_fails_the_stage_with_its_error(tmp_path):
         time.sleep(0.2)
 
 
+def test_a_retried_barrier_stage_starts_every_member_again(tmp_path):
+    """A member exiting 143 (preempted, saved) fails its task; with spark.task.maxFailures 2
+    (local[N,2]) Spark relaunches the whole barrier stage and every member starts again,
+    which for `tfyard train` means resuming from the latest checkpoint."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tfyard", "launch", "spark", "--master", "local[2,2]",
+         "--num_executors", "2", "--conf", "spark.ui.enabled=false", "--",
+         *program("preemptible.py", "--pid_dir", tmp_path, "--preempt_once", "worker:0",
+                  "--run_s", 3)],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[worker:0] worker:0: preempted" in result.stdout
+    pids = recorded_pids(tmp_path)
+    assert [len(pids[m]) for m in ("chief:0", "worker:0")] == [2, 2]  # two stage attempts
+    assert "[chief:0] chief:0: done" in result.stdout
+
+
 def _spark_class(name, *args, log):
     home = Path(pyspark.__file__).parent
     return subprocess.Popen([str(home / "bin" / "spark-class"), name, *args], stdout=log,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import hmac
 import os
-import pickle
 import re
 import secrets
 import socket
@@ -22,9 +21,9 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from tfyard.errors import UserError
+from tfyard.launch.context import PASS_THROUGH, PAYLOAD_MODULE, Context, write_payload
 from tfyard.launch.local import (
     Member,
     check_command,
@@ -38,34 +37,11 @@ from tfyard.launch.local import (
     tf_configs,
 )
 from tfyard.launch.ports import reserved_ports
+from tfyard.launch.supervise import MemberFailed
 
-# Driver environment that members also get, wherever their executor runs.
-PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL")
 TAIL_LINES = 50
 GRACE_S = 10.0
 _FAILED = re.compile(r"tfyard: (\w+:\d+) failed with ([^\n]*)")
-
-
-class MemberFailed(Exception):
-    """A member exited non-zero, so the stage failed; the message is that member's error."""
-
-
-@dataclass(frozen=True)
-class Context:
-    """What `main_fun(argv, ctx)` learns about its place in the cluster (as in TFoS)."""
-
-    executor_id: int
-    job_name: str
-    task_index: int
-    cluster_spec: dict
-    num_workers: int
-    working_dir: str
-
-    def absolute_path(self, path: str) -> str:
-        """`path` made absolute against the driver's working directory; URLs stay as they are."""
-        if "://" in path or os.path.isabs(path):
-            return path
-        return os.path.join(self.working_dir, path)
 
 
 def spark_roster(num_executors: int, num_ps: int = 0, evaluator: bool = False) -> list[Member]:
@@ -121,10 +97,7 @@ def run_function(sc, main_fun: Callable, args: Sequence[str], num_executors: int
     members = spark_roster(num_executors, num_ps)
 
     def command(ctx: Context, scratch: str) -> list[str]:
-        path = os.path.join(scratch, "member.pickle")
-        with open(path, "wb") as handle:
-            pickle.dump((payload, ctx), handle)
-        return [sys.executable, "-m", "tfyard.launch.spark", path]
+        return [sys.executable, "-m", PAYLOAD_MODULE, write_payload(scratch, payload, ctx)]
 
     board = None
     if tensorboard:  # on the chief's executor, next to its member
@@ -145,7 +118,11 @@ def _run_stage(sc, members, command, write, board=None) -> None:
 
         rdd = sc.parallelize(range(len(members)), len(members)).barrier().mapPartitions(task)
         try:
-            rdd.collect()
+            # Spark never retries a failed barrier ResultStage ("Could not recover"); behind
+            # a shuffle the barrier stage is a ShuffleMapStage, which Spark relaunches whole
+            # (spark.task.maxFailures, spark.stage.maxConsecutiveAttempts): every member
+            # starts again and `tfyard train` resumes from its latest checkpoint.
+            rdd.repartition(1).collect()
         except Exception as exc:  # py4j wraps the task's error in the driver's exception
             raise MemberFailed(_member_error(str(exc))) from None
 
@@ -294,15 +271,3 @@ class _LineSource:
     def __exit__(self, *exc):
         if self.sock is not None:
             self.sock.close()
-
-
-def _run_payload(path: str) -> None:
-    """Child process of a task: unpickle `main_fun` and its args, call it with the context."""
-    with open(path, "rb") as handle:
-        payload, ctx = pickle.load(handle)
-    main_fun, argv = pickle.loads(payload)
-    main_fun(argv, ctx)
-
-
-if __name__ == "__main__":
-    _run_payload(sys.argv[1])

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import re
 
+from tfyard.errors import PREEMPTED_EXIT_CODE
 from tfyard.pack.commands import platform_command
 from tfyard.pack.spec import DATA_DIR, OUTPUT_DIR, PackSpec
 
 PORT = 2222
+# SIGTERM first, SIGKILL this long after: time for a member to save at the current step.
+TERMINATION_GRACE_S = 60
 MANIFEST_FILE = "tfyard-k8s.yaml"
 
 # Runs as `python -c BOOTSTRAP CMD...` in every pod; task i is the i-th address in cluster order.
@@ -48,6 +51,17 @@ def cluster_spec(name: str, workers: int, ps: int) -> dict[str, list[str]]:
     return cluster
 
 
+def _retry_preemptions() -> dict:
+    """A pod that saved and exited PREEMPTED_EXIT_CODE after SIGTERM, or that Kubernetes
+    evicted or preempted (DisruptionTarget), is replaced without counting against
+    backoffLimit; every other failure counts (and fails the Job, backoffLimit being 0)."""
+    return {"rules": [
+        {"action": "Ignore", "onExitCodes": {"containerName": "train", "operator": "In",
+                                             "values": [PREEMPTED_EXIT_CODE]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+    ]}
+
+
 def render_manifest(spec: PackSpec) -> str:
     workers, ps = spec.k8s
     name = job_name(spec.image)
@@ -75,8 +89,10 @@ def render_manifest(spec: PackSpec) -> str:
         "spec": {
             "completionMode": "Indexed", "completions": pods, "parallelism": pods,
             "backoffLimit": 0,
+            "podFailurePolicy": _retry_preemptions(),
             "template": {"metadata": {"labels": labels},
                          "spec": {"subdomain": name, "restartPolicy": "Never",
+                                  "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
                                   "containers": [container]}},
         },
     }

@@ -36,6 +36,7 @@ def train(options: TrainOptions) -> dict | None:
     plat = platform_contract.resolve(options.data_dir, options.output_dir, options.work_dir,
                                      options.log_dir, options.num_gpus)
     cluster = load_cluster_config()
+    __import__("tfyard.distribute.heartbeat", fromlist=["_"]).start_from_env()  # launcher watch
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
         strategies.serve(cluster, startup_timeout=options.startup_timeout)

@@ -1,0 +1,54 @@
+"""What a Python-API member function learns about its place in the cluster, and how it is
+started: `main_fun` and its args travel pickled to the member's host, whose child process
+(`python -m tfyard.launch.context FILE`) calls `main_fun(argv, ctx)`. Used by
+`tfyard.spark.run` and `tfyard.ray.run`.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from dataclasses import dataclass
+
+PAYLOAD_MODULE = "tfyard.launch.context"
+# Driver environment that members also get, wherever their executor or actor runs.
+PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What `main_fun(argv, ctx)` learns about its place in the cluster (as in TFoS)."""
+
+    executor_id: int
+    job_name: str
+    task_index: int
+    cluster_spec: dict
+    num_workers: int
+    working_dir: str
+
+    def absolute_path(self, path: str) -> str:
+        """`path` made absolute against the driver's working directory; URLs stay as they are."""
+        if "://" in path or os.path.isabs(path):
+            return path
+        return os.path.join(self.working_dir, path)
+
+
+def write_payload(directory: str, payload: bytes, ctx: Context) -> str:
+    """Write the pickled (main_fun, args) and the member's context; returns the file."""
+    path = os.path.join(directory, "member.pickle")
+    with open(path, "wb") as handle:
+        pickle.dump((payload, ctx), handle)
+    return path
+
+
+def run_payload(path: str) -> None:
+    """Child process of a member: unpickle `main_fun` and its args, call it with the context."""
+    with open(path, "rb") as handle:
+        payload, ctx = pickle.load(handle)
+    main_fun, argv = pickle.loads(payload)
+    main_fun(argv, ctx)
+
+
+if __name__ == "__main__":
+    run_payload(sys.argv[1])

@@ -1,0 +1,383 @@
+"""Supervise a cluster's members wherever they run: failures, restarts, frozen members,
+preemption and signals. `launch local` runs members as processes here, `launch ray` as
+child processes of Ray actors; both hand this module one handle per member.
+
+- A member exiting non-zero stops the others and is named with its exit code and last lines;
+  with --max_restarts the whole job starts again (the program resumes from its checkpoint).
+  Under parameter-server training a failed worker restarts alone while the chief carries on.
+- A member exiting with PREEMPTED_EXIT_CODE (143: it saved after a SIGTERM) restarts the
+  job without spending a restart.
+- A member whose heartbeat file (tfyard.distribute.heartbeat) is older than --hang_timeout
+  while its process is stopped or stuck in the kernel is frozen: it is killed, named, and
+  the job restarts under --max_restarts.
+- SIGTERM/SIGINT to the launcher forward SIGTERM to every member, wait --grace_period s
+  for them to save and exit, kill what is left, and give 128 + signal (143 for SIGTERM).
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
+from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
+
+TAIL_LINES = 10  # of a failed member's output, repeated in the final error
+SUSPEND_GAP_S = 5.0  # a longer pause of the watch loop: we were not running, judge later
+STALE_S = 5.0  # a beat this late (they come every second) marks the peer that froze first
+
+
+class MemberFailed(Exception):
+    """A member exited non-zero and the job gave up; the message is that member's error."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One cluster member: its job name and index in that job."""
+
+    job: str
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}:{self.index}"
+
+
+def roster(workers: int, chief: bool = False, ps: int = 0,
+           evaluator: bool = False) -> list[Member]:
+    """Members in TensorFlowOnSpark's order: ps first, then chief, workers, evaluator."""
+    if workers < 0 or ps < 0:
+        raise UserError("--workers and --ps must be 0 or more")
+    if ps and not chief:
+        raise UserError("a parameter-server job needs a chief to coordinate; add --chief")
+    if workers + chief < 1:
+        raise UserError("the cluster has nobody to train; use --workers 1 or more (or --chief)")
+    return ([Member("ps", i) for i in range(ps)] + [Member("chief", 0)] * chief
+            + [Member("worker", i) for i in range(workers)]
+            + [Member("evaluator", 0)] * evaluator)
+
+
+def tf_configs(members: Sequence[Member], addresses: Sequence[str]) -> list[ClusterConfig]:
+    """One validated ClusterConfig per member, given each member's host:port."""
+    jobs: dict[str, list[str]] = {}
+    for member, address in zip(members, addresses, strict=True):
+        jobs.setdefault(member.job, []).append(address)
+    ordered = {job: jobs[job] for job in ("chief", "worker", "ps", "evaluator") if job in jobs}
+    return [parse_tf_config({"cluster": ordered, "task": {"type": m.job, "index": m.index}})
+            for m in members]
+
+
+def describe_exit(code: int) -> str:
+    """`exit code 3` or `signal SIGKILL` for a Popen return code."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the supervisor reacts; all times in seconds."""
+
+    max_restarts: int = 0
+    grace: float = 10.0          # members' time to exit after the chief is done or a failure
+    grace_period: float = 30.0   # members' time to save and exit on a signal to the launcher
+    hang_timeout: float = 0.0    # a beating member silent this long is frozen; 0: never judged
+    poll: float = 0.1
+
+    def __post_init__(self):
+        if self.max_restarts < 0:
+            raise UserError("--max_restarts must be 0 or more")
+        for flag in ("grace", "grace_period", "hang_timeout"):
+            if not 0 <= getattr(self, flag) < float("inf"):
+                raise UserError(f"--{flag} must be a number of seconds, 0 or more")
+
+
+class Handle(Protocol):
+    """One running member, wherever it runs."""
+
+    tail: collections.deque  # its last output lines, prefixed
+    lost: str | None  # why it is gone when it did not exit by itself (a lost Ray actor)
+
+    def poll(self) -> int | None: ...
+    def heartbeat_age(self) -> float | None: ...
+    def terminate(self) -> None: ...  # SIGTERM its process group, do not wait
+    def kill(self) -> None: ...  # SIGKILL its process group (also works on a stopped one)
+    def stop(self, grace: float) -> None: ...  # SIGTERM, SIGKILL after grace, reap, drain
+
+
+class Backend(Protocol):
+    def addresses(self) -> list[str]: ...  # host:port per member, for this attempt
+    def spawn(self, i: int, member: Member, config: ClusterConfig) -> Handle: ...
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt ended early: which member, its exit code, what happened."""
+
+    member: Member
+    code: int
+    what: str  # `failed with exit code 3`, `froze: ...`
+    tail: tuple[str, ...] = ()
+
+    @property
+    def preempted(self) -> bool:
+        return self.code == PREEMPTED_EXIT_CODE
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a launch ended: `failed` names the member that broke the last attempt."""
+
+    returncode: int
+    failed: Member | None = None
+    member_code: int = 0
+    restarts: int = 0
+    what: str = ""
+    tail: tuple[str, ...] = ()
+    preemptions: int = 0
+
+    @property
+    def message(self) -> str:
+        """One line; the failed member's last lines are in `tail`."""
+        if self.failed is None:
+            return "all members finished" if self.returncode == 0 else "stopped by a signal"
+        what = self.what or f"failed with {describe_exit(self.member_code)}"
+        return (f"{self.failed.name} {what}; stopped the other members "
+                f"(restarts used: {self.restarts})")
+
+
+class _Stop(Exception):
+    """SIGTERM/SIGINT reached the launcher."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Attempt:
+    """One attempt: every member started, watched, and stopped together."""
+
+    def __init__(self, members: Sequence[Member], backend: Backend, policy: Policy,
+                 write: Callable[[str], None]):
+        self.members, self.backend, self.policy, self.write = members, backend, policy, write
+        self.handles: list[Handle | None] = [None] * len(members)
+        self.configs: list[ClusterConfig] = []
+
+    def start(self) -> None:
+        self.configs = tf_configs(self.members, self.backend.addresses())
+        for i in range(len(self.members)):
+            self.spawn(i)
+
+    def spawn(self, i: int) -> None:
+        """Start (or start again) member `i` with its own TF_CONFIG."""
+        self.handles[i] = self.backend.spawn(i, self.members[i], self.configs[i])
+
+    def coordinator(self) -> int:
+        """Index of the member whose success ends the job: the chief, else worker:0."""
+        names = [m.name for m in self.members]
+        return names.index("chief:0") if "chief:0" in names else names.index("worker:0")
+
+    def failure(self, i: int, code: int | None, watched_for: float) -> Failure | None:
+        """Member i's failure, if it failed or froze."""
+        handle, member = self.handles[i], self.members[i]
+        if code not in (None, 0):
+            what = handle.lost or (
+                f"was preempted ({describe_exit(code)}: saved and stopped)"
+                if code == PREEMPTED_EXIT_CODE else f"failed with {describe_exit(code)}")
+            return Failure(member, code, what, tuple(handle.tail))
+        timeout = self.policy.hang_timeout
+        age = handle.heartbeat_age() if code is None and timeout else None
+        if age is None or age <= timeout or watched_for <= timeout:
+            return None
+        handle.kill()
+        return Failure(member, -signal.SIGKILL,
+                       f"froze: no heartbeat for {age:.0f}s (--hang_timeout {timeout:g}); "
+                       "killed it", tuple(handle.tail))
+
+    def root_cause(self, i: int, failure: Failure) -> tuple[int, Failure]:
+        """The member to name for `failure`: a peer whose heartbeat went silent, if any.
+
+        TensorFlow's own coordination service gives up on a silent all-reduce peer after
+        10 s and makes a healthy member exit 1 ("tasks are unhealthy"); the silent one is
+        the cause, whatever --hang_timeout says.
+        """
+        if failure.preempted or failure.what.startswith("froze"):
+            return i, failure
+        for j, handle in enumerate(self.handles):
+            if j == i or handle.poll() is not None:
+                continue
+            age = handle.heartbeat_age()
+            if age is not None and age > STALE_S:
+                handle.kill()
+                return j, Failure(self.members[j], -signal.SIGKILL,
+                                  f"froze: no heartbeat for {age:.0f}s (then "
+                                  f"{failure.member.name} {failure.what}); killed it",
+                                  tuple(handle.tail))
+        return i, failure
+
+    def watch(self, replace: Callable[[int, Failure], bool]) -> Failure | None:
+        """Wait until the job ends; returns the failure that ended it, or None.
+
+        `replace(i, failure)` may restart member `i` on its own and return True, in which
+        case the job goes on.
+        """
+        lead, lead_done_at, stopped = self.coordinator(), None, set()
+        fresh_since = last_tick = time.time()
+        while True:
+            now = time.time()
+            if now - last_tick > SUSPEND_GAP_S:  # suspended ourselves: nobody's beat is late
+                fresh_since = now
+            last_tick = now
+            codes = [handle.poll() for handle in self.handles]
+            for i, code in enumerate(codes):
+                failure = None if i in stopped else self.failure(i, code, now - fresh_since)
+                if failure is not None:
+                    i, failure = self.root_cause(i, failure)
+                    if not replace(i, failure):
+                        return failure
+                    codes[i] = None
+            if lead_done_at is None and codes[lead] == 0:
+                lead_done_at = time.monotonic()
+            running = [i for i, code in enumerate(codes) if code is None]
+            if not running:
+                return None
+            if lead_done_at is not None and time.monotonic() - lead_done_at > self.policy.grace:
+                stopped.update(self._stop_servers(lead, running))
+            time.sleep(self.policy.poll)
+
+    def _stop_servers(self, lead: int, running: list[int]) -> list[int]:
+        # Servers never end by themselves; the evaluator does, after the final
+        # checkpoint, so it is left to finish its last evaluation.
+        servers = [i for i in running if self.members[i].job != "evaluator"]
+        if servers:
+            self.write(f"tfyard: {self.members[lead].name} finished; stopping "
+                       f"{', '.join(self.members[i].name for i in servers)}\n")
+            for i in servers:
+                self.handles[i].stop(self.policy.grace)
+        return servers
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM every member at once, give them `grace` s together, then kill the rest."""
+        handles = [handle for handle in self.handles if handle is not None]
+        for handle in handles:
+            handle.terminate()
+        deadline = time.monotonic() + grace
+        for handle in handles:
+            handle.stop(max(0.0, deadline - time.monotonic()))
+
+
+def supervise(members: Sequence[Member], backend: Backend, policy: Policy,
+              write: Callable[[str], None]) -> Outcome:
+    """Run attempts of the job until it succeeds, gives up, or a signal stops it."""
+    previous = _install_stop_handlers()
+    attempt = None
+    counts = {"restarts": 0, "preemptions": 0}
+    try:
+        while True:
+            attempt = Attempt(members, backend, policy, write)
+            failure = _run_attempt(attempt, _replacer(attempt, policy, counts, write))
+            if failure is None:
+                return Outcome(0, restarts=counts["restarts"],
+                               preemptions=counts["preemptions"])
+            write(f"tfyard: {failure.member.name} {failure.what}\n")
+            if failure.preempted:
+                counts["preemptions"] += 1
+                write("tfyard: restarting the job after a preemption "
+                      "(not counted against --max_restarts)\n")
+                continue
+            if counts["restarts"] >= policy.max_restarts:
+                code = failure.code
+                return Outcome(code if code > 0 else 128 - code, failure.member, code,
+                               counts["restarts"], failure.what, failure.tail,
+                               counts["preemptions"])
+            counts["restarts"] += 1
+            write(f"tfyard: restarting the job ({counts['restarts']}/{policy.max_restarts})\n")
+    except _Stop as stop:
+        name = signal.Signals(stop.signum).name
+        if attempt is not None:
+            write(f"tfyard: {name} received; members have {policy.grace_period:g}s to save "
+                  "and exit\n")
+            attempt.stop(policy.grace_period)
+        write(f"tfyard: {name} received; stopped all members\n")
+        return Outcome(128 + stop.signum)
+    finally:
+        _restore_handlers(previous)
+
+
+def _run_attempt(attempt: Attempt, replace) -> Failure | None:
+    try:
+        attempt.start()
+        failure = attempt.watch(replace)
+    except _Stop:
+        raise  # the caller stops the members, with the grace period for saving
+    except BaseException:
+        attempt.stop(attempt.policy.grace)
+        raise
+    attempt.stop(attempt.policy.grace)
+    return failure
+
+
+def _replacer(attempt: Attempt, policy: Policy, counts: dict,
+              write: Callable[[str], None]) -> Callable[[int, Failure], bool]:
+    """Under PS a worker restarts alone: the chief's ClusterCoordinator re-schedules its
+    steps on the others and takes it back when it returns."""
+    members = attempt.members
+    parameter_server = any(m.job == "ps" for m in members)
+
+    def replace(i: int, failure: Failure) -> bool:
+        if not parameter_server or members[i].job != "worker":
+            return False
+        if failure.preempted:
+            counts["preemptions"] += 1
+            used = "not counted"
+        elif counts["restarts"] < policy.max_restarts:
+            counts["restarts"] += 1
+            used = f"{counts['restarts']}/{policy.max_restarts}"
+        else:
+            return False
+        write(f"tfyard: {members[i].name} {failure.what}; restarting it alone ({used})\n")
+        attempt.handles[i].stop(0)
+        attempt.spawn(i)
+        return True
+
+    return replace
+
+
+def locked_writer(stream) -> Callable[[str], None]:
+    lock = threading.Lock()
+
+    def write(text: str) -> None:
+        with lock:
+            stream.write(text)
+            stream.flush()
+
+    return write
+
+
+def _install_stop_handlers() -> dict:
+    """Turn SIGINT/SIGTERM into `_Stop` in the main thread; elsewhere leave them alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def handler(signum, _frame):
+        for sig in previous:  # a second Ctrl-C must not interrupt the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        raise _Stop(signum)
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, handler)
+    return previous
+
+
+def _restore_handlers(previous: dict) -> None:
+    for sig, old in previous.items():
+        signal.signal(sig, old)

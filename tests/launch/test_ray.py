@@ -1,0 +1,156 @@
+"""Real Ray: one local Ray on 127.0.0.1 (2 CPUs, no dashboard, no usage stats) shared by
+the module; `tfyard launch ray` and `tfyard.ray.run` train the digits for real as all-reduce
+and parameter-server clusters, name a failing member, and restart after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+# Before Ray is imported: no usage stats, and every Ray address on loopback.
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+ray = pytest.importorskip("ray")
+
+from tests.launch.helpers import alive, follow, launch, program, recorded_pids, started_pid  # noqa: E402
+from tests.train.conftest import FAST, read_json  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+                       log_to_driver=False)
+    try:
+        address = context.address_info["gcs_address"]
+        assert address.startswith("127.0.0.1:")
+        yield address
+    finally:
+        ray.shutdown()
+
+
+def train_command(out, work, *flags) -> list[str]:
+    return [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
+            "--work_dir", str(work), "--no_export", *map(str, flags)]
+
+
+def launch_ray(address, *args):
+    return launch("ray", "--address", address, "--grace", 2, *args)
+
+
+def _launcher_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("tfyard:")]
+
+
+def test_two_workers_train_the_digits_with_all_reduce(ray_address, tmp_path, digits_work):
+    proc = launch_ray(ray_address, "--workers", 2, "--",
+                      *train_command(tmp_path, digits_work, "--train_steps", 10,
+                                     "--eval_every_epochs", 100))
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-4000:]
+    summary = read_json(tmp_path / "summary.json")
+    assert (summary["strategy"], summary["replicas"], summary["final_step"]) == (
+        "multi_worker_mirrored", 2, 10)
+    started = [line for line in _launcher_lines(out) if line.startswith("tfyard: started")]
+    assert len(started) == 2 and all(" at 127.0.0.1:" in line for line in started), started
+
+
+def train_on_ray(argv, ctx):
+    """A TFoS-style main_fun: record the context, then train in this process."""
+    from tfyard.cli import main
+
+    out = argv[argv.index("--output_dir") + 1]
+    with open(os.path.join(out, f"ctx-{ctx.executor_id}.json"), "w") as handle:
+        json.dump({"job_name": ctx.job_name, "task_index": ctx.task_index,
+                   "cluster_spec": ctx.cluster_spec, "data": ctx.absolute_path("data")}, handle)
+    sys.exit(main(["train", *argv]))
+
+
+def test_parameter_server_job_with_one_ps_through_the_python_api(ray_address, tmp_path,
+                                                                 digits_work):
+    import tfyard.ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # main_fun lives here
+    args = train_command(tmp_path, digits_work, "--train_steps", 20, "--learning_rate", 0.02,
+                         "--checkpoint_every_steps", 10)[4:]
+    outcome = tfyard.ray.run(train_on_ray, args, num_workers=1, num_ps=1, cpus_per_member=0.5)
+    assert outcome.returncode == 0 and outcome.restarts == 0
+    summary = read_json(tmp_path / "summary.json")
+    assert summary["strategy"] == "parameter_server" and summary["final_step"] >= 20
+    contexts = [read_json(tmp_path / f"ctx-{i}.json") for i in range(3)]
+    assert [(c["job_name"], c["task_index"]) for c in contexts] == [
+        ("ps", 0), ("chief", 0), ("worker", 0)]
+    assert all(c["cluster_spec"] == contexts[0]["cluster_spec"] for c in contexts)
+    hosts = [a.rsplit(":", 1)[0] for hosts in contexts[0]["cluster_spec"].values() for a in hosts]
+    assert hosts == ["127.0.0.1"] * 3
+    assert contexts[0]["data"] == os.path.join(os.getcwd(), "data")
+
+
+def test_a_failing_member_stops_the_others_and_is_named(ray_address, tmp_path):
+    proc = launch_ray(ray_address, "--workers", 2, "--chief", "--cpus_per_member", 0.5, "--",
+                      *program("member.py", "--pid_dir", tmp_path, "--exit", "worker:1:3"))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 3, out
+    assert "tfyard: worker:1 failed with exit code 3" in out
+    assert "tfyard: launch failed: worker:1 failed with exit code 3; stopped the other " \
+        "members (restarts used: 0)\n[worker:1] hello from worker:1\n" \
+        "[worker:1] worker:1 fails on purpose\n" in out
+    assert "[chief:0] hello from chief:0" in out
+    pids = recorded_pids(tmp_path)
+    assert sorted(pids) == ["chief:0", "worker:0", "worker:1"]
+    deadline = time.monotonic() + 30
+    while any(alive(p) for ps in pids.values() for p in ps):  # members and grandchildren
+        assert time.monotonic() < deadline, pids
+        time.sleep(0.2)
+
+
+def test_a_killed_member_restarts_the_job_from_its_checkpoint(ray_address, tmp_path,
+                                                             digits_work):
+    proc = launch_ray(ray_address, "--workers", 2, "--max_restarts", 1, "--",
+                      *train_command(tmp_path, digits_work, "--train_steps", 30,
+                                     "--checkpoint_every_steps", 10, "--eval_every_epochs", 100))
+    lines = follow(proc)
+    deadline = time.monotonic() + 400
+    while not (tmp_path / "checkpoints" / "checkpoint").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)[-3000:]
+        time.sleep(0.2)
+    victim = started_pid(lines, "worker:1")
+    os.kill(victim, signal.SIGKILL)
+    assert proc.wait(timeout=600) == 0, "".join(lines)[-4000:]
+    text = "".join(lines)
+    assert "tfyard: worker:1 failed with signal SIGKILL" in text
+    assert "tfyard: restarting the job (1/1)" in text
+    assert started_pid(lines, "worker:1") != victim
+    summary = read_json(tmp_path / "summary.json")
+    assert summary["final_step"] == 30
+    assert 10 <= summary["resumed_from_step"] < 30
+
+
+def test_preemption_is_free_and_a_stopped_member_is_found_through_its_actor(ray_address,
+                                                                           tmp_path):
+    proc = launch_ray(ray_address, "--workers", 2, "--max_restarts", 1, "--hang_timeout", 3,
+                      "--", *program("preemptible.py", "--pid_dir", tmp_path,
+                                     "--preempt_once", "worker:0", "--run_s", 8))
+    lines = follow(proc)
+    deadline = time.monotonic() + 120
+    while len(recorded_pids(tmp_path).get("worker:1", [])) < 2:  # the second attempt is up
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.1)
+    time.sleep(1.5)
+    victim = started_pid(lines, "worker:1")
+    os.kill(victim, signal.SIGSTOP)
+    assert proc.wait(timeout=120) == 0, "".join(lines)
+    text = "".join(lines)
+    assert "tfyard: worker:0 was preempted (exit code 143: saved and stopped)\n" \
+        "tfyard: restarting the job after a preemption (not counted against " \
+        "--max_restarts)\n" in text
+    assert "tfyard: worker:1 froze: no heartbeat for" in text
+    assert "tfyard: restarting the job (1/1)\n" in text
+    assert not alive(victim)
