@@ -12,6 +12,7 @@ import os
 
 from tfyard import platform as platform_contract
 from tfyard.data import checked, dataset_info
+from tfyard.distribute import heartbeat
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.distribute.watchdog import StartupWatchdog
@@ -36,7 +37,7 @@ def train(options: TrainOptions) -> dict | None:
     plat = platform_contract.resolve(options.data_dir, options.output_dir, options.work_dir,
                                      options.log_dir, options.num_gpus)
     cluster = load_cluster_config()
-    __import__("tfyard.distribute.heartbeat", fromlist=["_"]).start_from_env()  # launcher watch
+    heartbeat.start_from_env()  # the launcher watches for frozen members
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
         strategies.serve(cluster, startup_timeout=options.startup_timeout)
