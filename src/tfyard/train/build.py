@@ -68,7 +68,8 @@ def prepare(options: TrainOptions, plat, cluster, plan, info, spec) -> Prepared:
         weight_decay=numbers.weight_decay if numbers.optimizer == "sgd" else 0.0,
         jit_compile=use_xla(options, plan, model), steps_per_loop=options.steps_per_loop)
     trainer = Trainer(strategy, model, optimizer, config,
-                      _train_input(options, plat, plan, numbers, shape))
+                      _train_input(options, plat, plan, numbers, shape),
+                      record_ids=options.record_example_ids)
     eval_steps = round(options.eval_every_epochs * numbers.steps_per_epoch) \
         if options.eval_every_epochs else None
     return Prepared(strategy, numbers, replicas, shape, policy, model, optimizer, trainer,
@@ -77,16 +78,26 @@ def prepare(options: TrainOptions, plat, cluster, plan, info, spec) -> Prepared:
 
 
 def _train_input(options: TrainOptions, plat, plan, numbers: Resolved, shape):
-    # Parameter-server workers all run the same dataset function: a fixed seed would feed
-    # every worker the same batches, so their asynchronous updates would repeat each other.
-    data_seed = None if plan.strategy == "parameter_server" else options.seed
+    """`train_dataset(context, start_step)`. With --seed the stream is addressed by global
+    example number (`tfyard.data.order`) and starts at start_step x global batch, so a
+    resumed run reads exactly what an unbroken one would: every example once per epoch.
 
-    def train_dataset(context, seed_offset):
+    Parameter-server workers keep an unseeded per-worker shuffle: TensorFlow 2.21 gives each
+    of them the same InputContext(1, 0, R) and the same graph, so a seeded stream would feed
+    every worker the same batches, and no worker can know which part of it is its own.
+    """
+    seed = None if plan.strategy == "parameter_server" else options.seed
+    if options.record_example_ids and seed is None:
+        raise UserError("--record_example_ids needs --seed and a synchronous strategy "
+                        "(only a seeded order is addressed by example)")
+
+    def train_dataset(context, start_step):
         return build_dataset(
             options.dataset, "train", plat.data_dir,
             batch_size=context.get_per_replica_batch_size(numbers.global_batch),
-            image_size=shape[0], dtype=options.dtype, input_context=context,
-            seed=None if data_seed is None else data_seed + seed_offset,
+            image_size=shape[0], dtype=options.dtype, input_context=context, seed=seed,
+            start_example=start_step * numbers.global_batch,
+            global_batch=numbers.global_batch, with_ids=options.record_example_ids,
             label_offset=options.label_offset, data_threads=options.data_threads,
             skip_corrupt=options.skip_corrupt, cache_dir=plat.work_dir)
 
@@ -104,6 +115,27 @@ def _evaluation(options: TrainOptions, plat, numbers: Resolved, shape, model, nu
             return evaluate_model(model, dataset, num_classes)
 
     return evaluate
+
+
+def resume_settings(options: TrainOptions, plan, cluster, run: Prepared) -> dict | None:
+    """The settings that decide the bits of a step, recorded with every checkpoint so that a
+    resume with other values warns; None for parameter-server runs, never bit-identical."""
+    from tfyard.train.checkpoint import machine_settings
+
+    if plan.strategy == "parameter_server":
+        return None
+    numbers = run.numbers
+    settings = {
+        "seed": options.seed, "strategy": plan.strategy, "replicas": run.replicas,
+        "members": max(cluster.num_workers, 1), "dtype": options.dtype,
+        "jit_compile": run.trainer.config.jit_compile, "global_batch": numbers.global_batch,
+        "total_steps": numbers.total_steps, "data_threads": options.data_threads,
+        **machine_settings()}
+    if run.trainer.executor.needs_statistics_sync(run.model):
+        # replicas average their batch-norm statistics at every boundary
+        everies = {numbers.steps_per_epoch, options.checkpoint_every_steps, run.eval_every_steps}
+        settings["sync_every"] = ",".join(str(n) for n in sorted(everies - {None}))
+    return settings
 
 
 def use_xla(options: TrainOptions, plan, model) -> bool:

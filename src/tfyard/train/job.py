@@ -7,6 +7,7 @@ does the work and returns the run summary.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 
@@ -52,33 +53,31 @@ def train(options: TrainOptions) -> dict | None:
 
     watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
     run = prepare(options, plat, cluster, plan, info, spec)
-    controller, restored = _controller(options, plat, cluster, run, spec, info, watchdog)
+    controller, restored = _controller(options, plat, cluster, plan, run, spec, info, watchdog)
     _announce(options, plan, spec, info, run, restored, controller.state.start_step)
     with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir):
         state = controller.run()
     return _finish(options, plat, cluster, plan, spec, info, run, state)
 
 
-def _controller(options, plat, cluster, run, spec, info, watchdog):
+def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
     """The Controller with this process's actions; the checkpoint is restored first."""
     from tfyard.train import actions
-    from tfyard.train.checkpoint import Checkpoints
+    from tfyard.train.checkpoint import SettingsAction
     from tfyard.train.console import Console
     from tfyard.train.controller import Controller
     from tfyard.train.export import export_model
-    from tfyard.train.report import Reporter, write_json_atomic
+    from tfyard.train.report import Reporter
 
     writes = cluster.is_coordinator
-    checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
-                              options.keep_checkpoints, model=run.model,
-                              optimizer=run.optimizer, step=run.trainer.step)
-    if writes:
-        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
-                          {**options.to_dict(), **plat.as_dict()})
-    restored = checkpoints.restore_latest()
+    checkpoints, restored, settings = _restore(options, plat, cluster, plan, run)
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps)]
+    if writes and settings:
+        todo.append(SettingsAction(settings))
+    if options.record_example_ids:
+        todo.append(_example_id_log(plat, cluster, run.trainer))
     if writes:
         todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))
         todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir)))
@@ -88,6 +87,60 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
             run.model, spec.name, info.num_classes, run.shape, run.policy,
             os.path.join(plat.output_dir, outputs.EXPORT))))
     return Controller(run.trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
+
+
+def _restore(options, plat, cluster, plan, run):
+    """Checkpoints (model, optimizer, step and the Keras seed states), the newest restored,
+    and the settings to record with each; a resume with other settings warns in one line."""
+    from tfyard.train.build import resume_settings
+    from tfyard.train.checkpoint import (
+        Checkpoints,
+        read_settings,
+        seed_states,
+        settings_difference,
+    )
+    from tfyard.train.report import write_json_atomic
+
+    writes = cluster.is_coordinator
+    seeds = seed_states(run.model)
+    checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
+                              options.keep_checkpoints, model=run.model,
+                              optimizer=run.optimizer, step=run.trainer.step,
+                              **({"seeds": seeds} if seeds else {}))
+    if writes:
+        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
+                          {**options.to_dict(), **plat.as_dict()})
+    restored = checkpoints.restore_latest()
+    settings = resume_settings(options, plan, cluster, run)
+    if restored and settings and writes:
+        difference = settings_difference(settings, read_settings(restored))
+        if difference:
+            log.warning(difference)
+    return checkpoints, restored, settings
+
+
+def _member(cluster) -> str:
+    return f"{cluster.role}-{cluster.task_index}" if cluster.jobs else "single"
+
+
+def _example_id_log(plat, cluster, trainer):
+    """--record_example_ids: after each chunk, one line per step it ran, {"step", "ids"},
+    appended to work_dir/example_ids/<member>.jsonl. A resumed run appends the steps it
+    re-runs again, so the last line of a step is the one its checkpointed weights saw."""
+    from tfyard.train.controller import Callback
+
+    directory = os.path.join(plat.work_dir, "example_ids")
+    platform_contract.make_dirs(directory)
+    path = os.path.join(directory, f"{_member(cluster)}.jsonl")
+
+    def write(state) -> None:
+        steps = trainer.take_example_ids()
+        first = state.step - len(steps)
+        with open(path, "a") as handle:
+            handle.write("".join(json.dumps({"step": first + i, "ids": ids}) + "\n"
+                                 for i, ids in enumerate(steps)))
+
+    return Callback(on_chunk_end=write)
 
 
 def _announce(options, plan, spec, info, run, restored, start) -> None:
@@ -123,9 +176,9 @@ def _finish(options, plat, cluster, plan, spec, info, run, state) -> dict:
     }
     if "export" in state.outputs:
         summary["export"] = state.outputs["export"]
-    member = f"{cluster.role}-{cluster.task_index}" if cluster.jobs else "single"
     platform_contract.make_dirs(os.path.join(plat.work_dir, "members"))
-    write_json_atomic(os.path.join(plat.work_dir, "members", f"{member}.json"), summary)
+    write_json_atomic(os.path.join(plat.work_dir, "members", f"{_member(cluster)}.json"),
+                      summary)
     if not cluster.is_coordinator:
         return summary
     if options.skip_corrupt:

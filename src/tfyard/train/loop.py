@@ -123,12 +123,13 @@ def make_executor(strategy: tf.distribute.Strategy):
 class Trainer:
     """Owns the step; `train(n)` runs n steps and returns their averaged metrics.
 
-    `dataset_fn(input_context, seed_offset)` returns per-replica batches; the seed offset is
-    the step the iterator starts at (see `_iterator`).
+    `dataset_fn(input_context, start_step)` returns per-replica batches beginning with those
+    of step `start_step` (see `_iterator`). With `record_ids` its batches are (images,
+    labels, example ids) and `take_example_ids()` returns the ids each step consumed.
     """
 
     def __init__(self, strategy, model, optimizer, config: StepConfig, dataset_fn: Callable,
-                 step: tf.Variable | None = None, executor=None):
+                 step: tf.Variable | None = None, executor=None, record_ids: bool = False):
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
@@ -150,6 +151,7 @@ class Trainer:
         self._loop = tf.function(self._train_loop)
         self._sync = tf.function(self._average_statistics)
         self._iterator_state = None
+        self._ids = IdTap(strategy) if record_ids else None
 
     # --- the step (graph) ---------------------------------------------------------------
 
@@ -201,18 +203,24 @@ class Trainer:
     # --- the host side ------------------------------------------------------------------
 
     def _iterator(self):
-        """A distributed iterator whose shuffle seed moves with the step it starts at.
+        """A distributed iterator that starts at the batches of the current step.
 
         Its position cannot go into the checkpoint under any strategy: TensorFlow 2.21's
-        DistributedIterator is not trackable (tensorflow#56372), and the augmentations'
-        random ops make SerializeIterator refuse even a plain one. Re-seeding by step
-        means a resumed run draws a new order instead of replaying the old one.
+        DistributedIterator is not trackable (tensorflow#56372). The input is addressed by
+        step instead: a seeded `dataset_fn` starts at global example step x global batch
+        (`tfyard.data.order`), so a resumed run reads exactly what an unbroken one would.
         """
         if self._iterator_state is None:
-            offset = int(self.step.numpy())
+            start = int(self.step.numpy())
             self._iterator_state = self.executor.iterator(
-                lambda context: self.dataset_fn(context, offset))
+                lambda context: self.dataset_fn(context, start))
+            if self._ids is not None:
+                self._iterator_state = self._ids.wrap(self._iterator_state)
         return self._iterator_state
+
+    def take_example_ids(self) -> list[list[int]]:
+        """The example ids of each step run since the last call (with `record_ids`)."""
+        return self._ids.take() if self._ids is not None else []
 
     def chunk_steps(self, remaining: int) -> int:
         """How many steps the next chunk should run, at most `remaining`."""
@@ -235,6 +243,38 @@ class Trainer:
         """Make every replica's non-trainable state equal (before a checkpoint or eval)."""
         if self.executor.needs_statistics_sync(self.model):
             self._sync()
+
+
+class IdTap:
+    """Debug: the ids of the examples each step consumed, in replica order, for checks that
+    every example is seen once per epoch. It wraps the distributed iterator the compiled loop
+    pulls from, so it records what the step used, not what the input prefetched."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.iterator = None
+        self._steps: list[list[int]] = []
+
+    def wrap(self, iterator) -> IdTap:
+        self.iterator = iterator
+        return self
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        """Traced into the loop: a host-side record of this step's ids, then the batch."""
+        images, labels, ids = next(self.iterator)
+        tf.py_function(self._record, list(self.strategy.experimental_local_results(ids)),
+                       Tout=[])
+        return images, labels
+
+    def _record(self, *ids) -> None:
+        self._steps.append([int(i) for part in ids for i in part.numpy()])
+
+    def take(self) -> list[list[int]]:
+        taken, self._steps = self._steps, []
+        return taken
 
 
 def evaluate_model(model, dataset, num_classes: int) -> dict[str, float]:

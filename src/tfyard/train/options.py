@@ -192,6 +192,9 @@ class TrainOptions:
                                    help="input pipeline threads (default: AUTOTUNE)")
     skip_corrupt: bool = opt(False, group=RUN,
                              help="drop records that fail to decode and count them")
+    record_example_ids: bool = opt(False, group=RUN, help="debug: append the ids of the "
+                                   "examples each step consumed to <work_dir>/example_ids/ "
+                                   "(needs --seed)")
     startup_timeout: float = opt(factory=_startup_timeout, check=positive_float, group=RUN,
                                  help="seconds to wait for other cluster members before giving "
                                  "up (env TFYARD_STARTUP_TIMEOUT; default: 600)")
