@@ -61,7 +61,7 @@ class _StdoutHandler(logging.StreamHandler):
     """Writes to whatever sys.stdout is at the time (pytest's capture replaces it)."""
 
     def emit(self, record):
-        self.setStream(sys.stdout)
+        self.stream = sys.stdout  # not setStream: it flushes the old one, maybe closed
         super().emit(record)
 
 
