@@ -102,15 +102,15 @@ class Console:
         first = epoch * self.steps_per_epoch
         if self._live is not None and self._live[1] != epoch:
             self.close()
+        text = f"{text} {self._run_eta(step)}"
         if self._live is None:
-            self._live = (self._epoch_display(epoch, first), epoch)
+            self._live = (self._epoch_display(epoch, first, step - first, text), epoch)
         progress = self._live[0]
-        progress.update(progress.task_ids[0], completed=step - first,
-                        text=f"{text} {self._run_eta(step)}")
+        progress.update(progress.task_ids[0], completed=step - first, text=text)
         if step - first >= progress.tasks[0].total:
             self.close()
 
-    def _epoch_display(self, epoch: int, first: int):
+    def _epoch_display(self, epoch: int, first: int, done: int, text: str):
         from rich.console import Console as RichConsole
         from rich.progress import (
             BarColumn,
@@ -128,7 +128,7 @@ class Console:
             TimeRemainingColumn(), TextColumn("{task.fields[text]}"),
             console=RichConsole(file=sys.stdout, force_terminal=True), refresh_per_second=4)
         progress.add_task("", total=min(self.steps_per_epoch, self.total_steps - first),
-                          completed=0, text="")
+                          completed=done, text=text)
         progress.start()
         return progress
 
