@@ -142,13 +142,27 @@ def slow_dataset_fn(context, seed_offset):
     return dataset_fn(context, seed_offset).map(slow)
 
 
+class Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
 @pytest.fixture
-def tfyard_log(caplog):
-    logger = logging.getLogger("tfyard")
-    logger.addHandler(caplog.handler)
-    with caplog.at_level(logging.INFO, logger="tfyard"):
-        yield caplog
-    logger.removeHandler(caplog.handler)
+def tfyard_log():
+    """Each message of the `tfyard` logger, once."""
+    logger, lines = logging.getLogger("tfyard"), Lines()
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    yield lines
+    logger.removeHandler(lines)
+    logger.setLevel(level)
+    logger.propagate = propagate
 
 
 def test_a_slow_input_shows_a_high_wait_and_one_hint(tmp_path, tfyard_log):
