@@ -68,7 +68,7 @@ def test_a_terminal_shows_the_live_display_per_epoch(tmp_path, digits_work):
     assert code == 0, output[-3000:]
     assert "\x1b[" in output                                # rich drew on the terminal
     text = ESCAPE.sub("", output).replace("\r", "\n")
-    lines = [line.strip() for line in text.splitlines()]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     # The last drawing of each epoch's display: bar, step within the epoch, elapsed, ETA,
     # images/sec, loss, accuracy and input wait.
     shown = re.compile(r"epoch (\d)/2 ━+ +(\d+)/(\d+) \d:\d\d:\d\d ETA \d:\d\d:\d\d loss "
