@@ -94,7 +94,7 @@ def test_off_a_terminal_each_report_is_one_plain_line(tmp_path, digits_work):
     train = [r for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "train"]
     waits = [r["input_wait"] for r in train]
     assert len(waits) == 4 and all(0.0 <= w <= 1.0 for w in waits)
-    assert max(waits[1:]) < 0.3, waits
+    assert max(waits[1:]) < 0.5, waits   # the hint's threshold: measured 1-4% here
 
 
 def test_quiet_shows_neither_and_profile_steps_writes_a_trace(tmp_path, digits_work):

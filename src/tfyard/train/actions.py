@@ -106,7 +106,8 @@ class OnFirstChunk(Action):
 class ProfileAction(Action):
     """A TensorBoard profiler trace of steps `first` to `last` (1-based) into `logdir`.
 
-    Chunks end at step first-1 and at last, so the trace holds exactly those steps.
+    Chunks end at step first-1 and at last, so the trace holds exactly those steps (plus a
+    checkpoint or evaluation due at step first-1, which runs after the trace starts).
     """
 
     def __init__(self, logdir: str, first: int, last: int):
