@@ -83,6 +83,9 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
         todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))
         todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir)))
     todo.append(actions.ConsoleAction(Console(numbers.total_steps, numbers.steps_per_epoch)))
+    if writes and options.profile_steps:
+        todo.append(actions.ProfileAction(os.path.join(plat.log_dir, "train"),
+                                          *options.profile_steps))
     if writes and options.export:
         todo.append(actions.ExportAction(lambda: export_model(
             run.model, spec.name, info.num_classes, run.shape, run.policy,

@@ -181,11 +181,24 @@ class Trainer:
         return self._update(*batch)
 
     def _train_loop(self, iterator, steps):
+        """[loss, top1, top5, count] summed over `steps` steps, then [input wait, loop time]
+        in seconds: timestamps around each `next(iterator)` (ordered after the previous
+        step's sums) measure how long the step waited for input; they change no value."""
         totals = tf.zeros([4])
+        waited = tf.constant(0.0, tf.float64)
+        started = tf.timestamp()
         for _ in tf.range(steps):
-            sums = self.strategy.run(self._replica_step, args=(next(iterator),))
+            with tf.control_dependencies([totals]):
+                before = tf.timestamp()
+            with tf.control_dependencies([before]):
+                batch = next(iterator)
+            with tf.control_dependencies(tf.nest.flatten(batch, expand_composites=True)):
+                waited += tf.timestamp() - before
+            sums = self.strategy.run(self._replica_step, args=(batch,))
             totals += self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
-        return totals
+        with tf.control_dependencies([totals, waited]):
+            busy = tf.timestamp() - started
+        return tf.concat([totals, tf.cast(tf.stack([waited, busy]), tf.float32)], 0)
 
     def _average_statistics(self):
         """Average non-trainable weights (batch-norm moving statistics) over all replicas.
@@ -227,9 +240,13 @@ class Trainer:
         self.step.assign_add(num_steps)
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
         lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
-        return {**averages(sums), "lr": lr,
+        waited, busy = float(sums[4]), float(sums[5])
+        return {**averages(sums[:4]), "lr": lr,
                 "images_per_sec": num_steps * self.config.global_batch / elapsed,
-                "step_time": elapsed / num_steps}
+                "step_time": elapsed / num_steps,
+                # Share of the loop's time spent in next(iterator); under the parameter-server
+                # executor, summed over the workers' calls, so it is each worker's share.
+                "input_wait": min(max(waited / busy, 0.0), 1.0) if busy > 0 else 0.0}
 
     def synchronize(self) -> None:
         """Make every replica's non-trainable state equal (before a checkpoint or eval)."""

@@ -89,6 +89,17 @@ def epoch_list(value) -> tuple[float, ...]:
     return tuple(nonnegative_float(x) for x in parts if str(x).strip())
 
 
+def step_range(value) -> tuple[int, int]:
+    """`A,B` (or a pair): steps A to B, 1 <= A < B."""
+    parts = [x for x in (value.split(",") if isinstance(value, str) else value) if str(x).strip()]
+    if len(parts) != 2:
+        raise ValueError(f"{value} must be two steps A,B")
+    first, last = (int(x) for x in parts)
+    if not 1 <= first < last:
+        raise ValueError(f"{value} must be steps A,B with 1 <= A < B")
+    return first, last
+
+
 def flag_type(check: Callable) -> Callable:
     def convert(text: str):
         try:
@@ -198,6 +209,9 @@ class TrainOptions:
     export: bool = opt(True, negate=("--no_export",), group=RUN,
                        help="write export/ at the end (default); --no_export skips it")
     quiet: bool = opt(False, group=RUN, help="warnings only, no progress output")
+    profile_steps: tuple[int, int] | None = opt(
+        None, check=step_range, group=RUN, help="A,B: a TensorBoard profiler trace of steps A "
+        "to B in <log_dir>/train (chief or single process)")
 
     def __post_init__(self):
         for f in fields(self):
