@@ -44,6 +44,7 @@ def train(options: TrainOptions) -> dict | None:
         return None
     info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
     spec = get_spec(options.model)
+    outputs.refuse_other_run(plat.output_dir, spec.name, options.dataset, info.num_classes)
     if plan.behaviour == "evaluate":
         from tfyard.train.evaluate import run_sidecar
 
@@ -66,6 +67,7 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
     from tfyard.train.console import Console
     from tfyard.train.controller import Controller
     from tfyard.train.export import export_model
+    from tfyard.train.guards import DivergenceGuard
     from tfyard.train.report import Reporter, write_json_atomic
 
     writes = cluster.is_coordinator
@@ -74,10 +76,12 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
                               optimizer=run.optimizer, step=run.trainer.step)
     if writes:
         write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
-                          {**options.to_dict(), **plat.as_dict()})
+                          {**options.to_dict(), **plat.as_dict(),
+                           "num_classes": info.num_classes})
     restored = checkpoints.restore_latest()
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
+            DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps)]
     if writes:
         todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))
