@@ -69,6 +69,23 @@ def readable(path: str) -> str | None:
     return None
 
 
+def restore_if_readable(checkpoint: tf.train.Checkpoint, path: str, check=None,
+                        otherwise: str = "") -> bool:
+    """Restore `path`; False (and a warning ending in `otherwise`) if it cannot be read.
+    A readable checkpoint that fails `check(status)` re-raises that failure."""
+    try:
+        status = checkpoint.restore(path)
+        if check is not None:
+            check(status)
+        return True
+    except Exception:  # noqa: BLE001 - sorted out below: unreadable, or a mismatch
+        why = readable(path)
+        if why is None:
+            raise
+    log.warning(f"tfyard: warning: checkpoint {path} is unreadable ({why}); {otherwise}")
+    return False
+
+
 def restore_newest(checkpoint: tf.train.Checkpoint, directory: str, check=None) -> str | None:
     """Restore the newest readable checkpoint in `directory` into `checkpoint`; its path, or
     None when there is none at all. `check(status)` raises on a mismatch (a readable
@@ -77,17 +94,8 @@ def restore_newest(checkpoint: tf.train.Checkpoint, directory: str, check=None) 
     restore assigns every variable again, so nothing of it stays."""
     paths = checkpoint_paths(directory)
     for path in paths:
-        try:
-            status = checkpoint.restore(path)
-            if check is not None:
-                check(status)
+        if restore_if_readable(checkpoint, path, check, "trying the one before it"):
             return path
-        except Exception:  # noqa: BLE001 - sorted out below: unreadable or a mismatch
-            why = readable(path)
-            if why is None:
-                raise
-            log.warning(f"tfyard: warning: checkpoint {path} is unreadable ({why}); "
-                        "trying the one before it")
     if paths:
         raise UserError(
             f"none of the {len(paths)} checkpoint(s) in {directory} can be read (newest: "

@@ -7,7 +7,6 @@ validation split, writes eval summaries under `<log_dir>/evaluator` and
 
 from __future__ import annotations
 
-import logging
 import os
 
 import tensorflow as tf
@@ -17,13 +16,11 @@ from tfyard.errors import UserError
 from tfyard.models import create_model, get_spec
 from tfyard.train import outputs
 from tfyard.train.build import dtype_policy, model_input_shape
-from tfyard.train.checkpoint import readable, restore_newest
+from tfyard.train.checkpoint import restore_if_readable, restore_newest
 from tfyard.train.console import Console
 from tfyard.train.loop import evaluate_model
 from tfyard.train.options import TrainOptions, resolve_numbers
 from tfyard.train.report import Reporter
-
-log = logging.getLogger("tfyard")
 
 
 def _evaluate(options: TrainOptions, plat, model, shape, num_classes: int, batch_size: int,
@@ -50,12 +47,9 @@ def run_sidecar(options: TrainOptions, plat, info, spec) -> dict:
     try:
         for path in tf.train.checkpoints_iterator(directory, min_interval_secs=1,
                                                   timeout=options.startup_timeout):
-            why = readable(path)
-            if why is not None:
-                log.warning(f"tfyard: warning: evaluator: checkpoint {path} is unreadable ({why}); "
-                            "waiting for the next one")
+            if not restore_if_readable(checkpoint, path, lambda status: status.expect_partial(),
+                                       "the evaluator waits for the next one"):
                 continue
-            checkpoint.restore(path).expect_partial()
             last = _evaluate(options, plat, model, shape, info.num_classes,
                              numbers.per_replica_batch)
             at = int(step.numpy())

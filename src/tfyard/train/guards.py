@@ -4,8 +4,10 @@
 training loss ends the run at the first step that produced it (`tfyard: error: training
 diverged at step N: loss nan; ...`, exit 2). With `--skip_nonfinite_steps N` the compiled
 step skips such updates instead (see `Trainer`), and the guard stops the run once N steps in
-a row were skipped. `Checkpoints.save` refuses a non-finite state on its own, so the last
-finite checkpoint is never rotated away.
+a row were skipped. A skipped step leaves the weights and the optimizer as they were, but
+batch-norm statistics move in the forward pass (as under Keras' LossScaleOptimizer);
+`Checkpoints.save` refuses any non-finite state on its own, so the last finite checkpoint
+is never rotated away.
 """
 
 from __future__ import annotations
@@ -37,13 +39,12 @@ class DivergenceGuard(Action):
 
     def on_chunk_end(self, state: RunState) -> None:
         metrics = state.metrics
-        loss = metrics["loss"]
-        if not math.isfinite(loss):
+        loss, skipped = metrics["loss"], metrics.get("skipped_steps", 0)
+        if skipped < state.chunk_steps and not math.isfinite(loss):  # over the steps applied
             first = state.step - metrics.get("nonfinite_steps", 1) + 1
             raise self._error(f"at step {first}: loss {loss}")
         if not self.max_skipped:
             return
-        skipped = metrics.get("skipped_steps", 0)
         if skipped >= state.chunk_steps:
             self.in_a_row += skipped
         else:

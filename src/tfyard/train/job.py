@@ -74,11 +74,11 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
     checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
                               options.keep_checkpoints, model=run.model,
                               optimizer=run.optimizer, step=run.trainer.step)
+    restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
         write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
                           {**options.to_dict(), **plat.as_dict(),
                            "num_classes": info.num_classes})
-    restored = checkpoints.restore_latest()
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
             DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),

@@ -253,7 +253,8 @@ class Trainer:
         self.step.assign_add(num_steps)
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
         lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
-        metrics = {**averages(sums), "lr": lr,
+        figures = averages(sums) if sums[3] else dict.fromkeys(METRICS, float("nan"))
+        metrics = {**figures, "lr": lr,
                    "images_per_sec": num_steps * self.config.global_batch / elapsed,
                    "step_time": elapsed / num_steps}
         if sums[5]:   # steps whose loss was not finite (and were not skipped)
