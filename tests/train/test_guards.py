@@ -30,10 +30,13 @@ def poisoned(at_batch: int):
     return make
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_skipping_is_bit_for_bit_neutral_while_everything_is_finite(jit_compile):
-    plain, skipping = toy_trainer(jit_compile=jit_compile), \
-        toy_trainer(jit_compile=jit_compile, skip_nonfinite=True)
+@pytest.mark.parametrize("jit_compile,mirrored", [(False, False), (True, False), (True, True)])
+def test_skipping_is_bit_for_bit_neutral_while_everything_is_finite(jit_compile, mirrored):
+    def strategy():
+        return tf.distribute.MirroredStrategy(["/cpu:0"]) if mirrored else None
+
+    plain = toy_trainer(jit_compile=jit_compile, strategy=strategy())
+    skipping = toy_trainer(jit_compile=jit_compile, skip_nonfinite=True, strategy=strategy())
     plain.train(6)
     metrics = skipping.train(6)
     assert (metrics["skipped_steps"], metrics["skipped_in_a_row"]) == (0, 0)
@@ -41,10 +44,11 @@ def test_skipping_is_bit_for_bit_neutral_while_everything_is_finite(jit_compile)
         np.testing.assert_array_equal(ours, theirs)
 
 
-def test_a_non_finite_step_is_skipped_under_one_device_and_mirrored():
-    for strategy in (None, tf.distribute.MirroredStrategy(["/cpu:0"])):
+def test_a_non_finite_step_is_skipped_under_one_device_mirrored_and_loss_scaling():
+    for strategy, loss_scale in ((None, False), (tf.distribute.MirroredStrategy(["/cpu:0"]),
+                                                 False), (None, True)):
         trainer = toy_trainer(steps_per_loop=4, skip_nonfinite=True, data=poisoned(2),
-                              strategy=strategy)
+                              strategy=strategy, loss_scale=loss_scale)
         trainer.train(2)
         before = [w.copy() for w in trainer.model.get_weights()]
         metrics = trainer.train(1)   # the poisoned batch: no update at all

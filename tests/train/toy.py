@@ -28,11 +28,13 @@ def toy_model(seed: int = 0):
 
 def toy_trainer(weight_decay: float = 0.0, steps_per_loop: int = 2, momentum: float = 0.9,
                 jit_compile: bool = False, skip_nonfinite: bool = False, strategy=None,
-                data=dataset_fn) -> Trainer:
+                data=dataset_fn, loss_scale: bool = False) -> Trainer:
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = toy_model()
         optimizer = keras.optimizers.SGD(0.1, momentum=momentum)
+        if loss_scale:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
     config = StepConfig(num_classes=2, global_batch=BATCH, weight_decay=weight_decay,
                         jit_compile=jit_compile, steps_per_loop=steps_per_loop,
