@@ -25,7 +25,8 @@ class CheckpointAction(Action):
 
     def on_boundary(self, state: RunState) -> None:
         if state.at_epoch_end or state.due(self.every_steps):
-            state.outputs["checkpoint"] = self.checkpoints.save(state.step)
+            state.outputs["checkpoint"] = self.checkpoints.save(state.step,
+                                                                state.metrics.get("loss"))
 
     def close(self) -> None:
         self.checkpoints.close()

@@ -44,6 +44,7 @@ def train(options: TrainOptions) -> dict | None:
         return None
     info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
     spec = get_spec(options.model)
+    outputs.refuse_other_run(plat.output_dir, spec.name, options.dataset, info.num_classes)
     if plan.behaviour == "evaluate":
         from tfyard.train.evaluate import run_sidecar
 
@@ -66,18 +67,21 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
     from tfyard.train.console import Console
     from tfyard.train.controller import Controller
     from tfyard.train.export import export_model
+    from tfyard.train.guards import DivergenceGuard
     from tfyard.train.report import Reporter, write_json_atomic
 
     writes = cluster.is_coordinator
     checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
                               options.keep_checkpoints, model=run.model,
                               optimizer=run.optimizer, step=run.trainer.step)
+    restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
         write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
-                          {**options.to_dict(), **plat.as_dict()})
-    restored = checkpoints.restore_latest()
+                          {**options.to_dict(), **plat.as_dict(),
+                           "num_classes": info.num_classes})
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
+            DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps)]
     if writes:
         todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))

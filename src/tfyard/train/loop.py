@@ -30,6 +30,9 @@ class StepConfig:
     weight_decay: float = 0.0   # L2 on kernels as a gradient term; 0 when AdamW decays itself
     jit_compile: bool = False
     steps_per_loop: int = 10
+    # Skip each update whose loss or gradients are not finite (the loss-scale optimizer of
+    # float16 already skips on its own gradients; then the skips are only counted).
+    skip_nonfinite: bool = False
 
 
 def batch_metrics(logits, labels, num_classes: int, label_smoothing: float = 0.0):
@@ -46,7 +49,7 @@ def batch_metrics(logits, labels, num_classes: int, label_smoothing: float = 0.0
 
 
 def averages(sums) -> dict[str, float]:
-    loss, top1, top5, count = (float(x) for x in sums)
+    loss, top1, top5, count = (float(x) for x in sums[:4])
     count = max(count, 1.0)
     return {"loss": loss / count, "top1": top1 / count, "top5": top5 / count}
 
@@ -172,19 +175,37 @@ class Trainer:
                 grads[i] = grads[i] + decay
         return grads, sums
 
-    def _apply(self, images, labels):
-        grads, sums = self._compute(images, labels)
+    def _apply_gradients(self, grads):
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
-        return sums
+
+    def _apply(self, images, labels):
+        """One step; returns [loss, top1, top5, count, skipped] summed over this replica."""
+        grads, sums = self._compute(images, labels)
+        if not self.config.skip_nonfinite:
+            self._apply_gradients(grads)
+            return tf.concat([sums, [0.0]], 0)
+        finite = tf.reduce_all([tf.math.is_finite(sums[0])]
+                               + [tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+        bad = 1.0 - tf.cast(finite, tf.float32)
+        if tf.distribute.get_strategy().num_replicas_in_sync > 1:  # every replica agrees
+            bad = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, bad)
+        skip = bad > 0
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            self._apply_gradients(grads)   # it skips non-finite updates itself
+        else:
+            _apply_unless(skip, self._apply_gradients, grads)
+        return tf.concat([tf.where(skip, tf.zeros_like(sums), sums),
+                          [tf.cast(skip, tf.float32)]], 0)
 
     def _replica_step(self, batch):
         return self._update(*batch)
 
     def _train_loop(self, iterator, steps):
-        """[loss, top1, top5, count] summed over `steps` steps, then [input wait, loop time]
-        in seconds: timestamps around each `next(iterator)` (ordered after the previous
-        step's sums) measure how long the step waited for input; they change no value."""
-        totals = tf.zeros([4])
+        """Sums of [loss, top1, top5, count, skipped x replicas, non-finite loss steps,
+        trailing run of skipped steps], then [input wait, loop time] in seconds: timestamps
+        around each `next(iterator)` (ordered after the previous step's sums) measure how
+        long the step waited for input; they change no value."""
+        totals = tf.zeros([7])
         waited = tf.constant(0.0, tf.float64)
         started = tf.timestamp()
         for _ in tf.range(steps):
@@ -195,7 +216,11 @@ class Trainer:
             with tf.control_dependencies(tf.nest.flatten(batch, expand_composites=True)):
                 waited += tf.timestamp() - before
             sums = self.strategy.run(self._replica_step, args=(batch,))
-            totals += self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
+            sums = self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
+            skipped = tf.cast(sums[4] > 0, tf.float32)
+            nonfinite = 1.0 - tf.cast(tf.math.is_finite(sums[0]), tf.float32)
+            run = (totals[6] + skipped) * skipped
+            totals = tf.concat([totals[:6] + tf.concat([sums, [nonfinite]], 0), [run]], 0)
         with tf.control_dependencies([totals, waited]):
             busy = tf.timestamp() - started
         return tf.concat([totals, tf.cast(tf.stack([waited, busy]), tf.float32)], 0)
@@ -240,18 +265,39 @@ class Trainer:
         self.step.assign_add(num_steps)
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
         lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
-        waited, busy = float(sums[4]), float(sums[5])
-        return {**averages(sums[:4]), "lr": lr,
-                "images_per_sec": num_steps * self.config.global_batch / elapsed,
-                "step_time": elapsed / num_steps,
-                # Share of the loop's time spent in next(iterator); under the parameter-server
-                # executor, summed over the workers' calls, so it is each worker's share.
-                "input_wait": min(max(waited / busy, 0.0), 1.0) if busy > 0 else 0.0}
+        waited, busy = float(sums[7]), float(sums[8])
+        figures = averages(sums) if sums[3] else dict.fromkeys(METRICS, float("nan"))
+        metrics = {**figures, "lr": lr,
+                   "images_per_sec": num_steps * self.config.global_batch / elapsed,
+                   "step_time": elapsed / num_steps,
+                   # Share of the loop's time spent in next(iterator); under the parameter-
+                   # server executor, summed over the workers' calls: each worker's share.
+                   "input_wait": min(max(waited / busy, 0.0), 1.0) if busy > 0 else 0.0}
+        if sums[5]:   # steps whose loss was not finite (and were not skipped)
+            metrics["nonfinite_steps"] = int(sums[5])
+        if self.config.skip_nonfinite:
+            metrics["skipped_steps"] = round(sums[4] / self.strategy.num_replicas_in_sync)
+            metrics["skipped_in_a_row"] = int(sums[6])
+        return metrics
 
     def synchronize(self) -> None:
         """Make every replica's non-trainable state equal (before a checkpoint or eval)."""
         if self.executor.needs_statistics_sync(self.model):
             self._sync()
+
+
+def _apply_unless(skip, apply, grads) -> None:
+    """`apply(grads)` unless `skip`, as Keras' LossScaleOptimizer does it: where the
+    optimizer syncs through a merge_call, the cond must sit in the cross-replica context."""
+    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+        tf.cond(skip, lambda: None, lambda: apply(grads))
+        return
+
+    def cross_replica(distribution, skip, grads):
+        tf.cond(distribution.experimental_local_results(skip)[0], lambda: None,
+                lambda: distribution.extended.call_for_each_replica(apply, args=(grads,)))
+
+    tf.distribute.get_replica_context().merge_call(cross_replica, args=(skip, grads))
 
 
 def evaluate_model(model, dataset, num_classes: int) -> dict[str, float]:

@@ -63,6 +63,13 @@ def _finite(value) -> float:
     return number
 
 
+def nonnegative_int(value) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{value} must be an integer >= 0")
+    return number
+
+
 def positive_float(value) -> float:
     number = _finite(value)
     if number <= 0:
@@ -186,6 +193,10 @@ class TrainOptions:
                                    help="compile the step with XLA (default: on where safe, as "
                                    "Keras fit does; off for parameter-server and synchronized "
                                    "batch norm); --no_jit_compile never")
+    skip_nonfinite_steps: int = opt(0, check=nonnegative_int, help="N > 0: skip each update "
+                                    "whose loss or gradients are not finite (float16 loss "
+                                    "scaling already does) and stop after N in a row; 0 "
+                                    "(default): a non-finite loss stops the run")
     sync_batch_norm: bool = opt(False, help="batch-norm statistics over all replicas")
     zero_init_residual: bool = opt(False, help="zero the last batch-norm gamma of each "
                                    "residual block")
