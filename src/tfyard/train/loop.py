@@ -17,6 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfyard.train import preemption
+
 METRICS = ("loss", "top1", "top5")
 
 
@@ -64,13 +66,14 @@ class SyncExecutor:
         """Steps per chunk: one call, so every call is reported."""
         return min(steps_per_loop, remaining)
 
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
-        totals = 0.0
-        while steps > 0:
-            n = min(steps_per_loop, steps)
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
+        """(metric sums, steps run)."""
+        totals, done = 0.0, 0
+        while done < steps:
+            n = min(steps_per_loop, steps - done)
             totals = totals + loop_fn(iterator, tf.constant(n)).numpy()
-            steps -= n
-        return totals
+            done += n
+        return totals, done
 
     def needs_statistics_sync(self, model) -> bool:
         return self.strategy.num_replicas_in_sync > 1 and bool(model.non_trainable_variables)
@@ -90,6 +93,7 @@ class CoordinatorExecutor:
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        self.workers = len(strategy.cluster_resolver.cluster_spec().as_dict().get("worker", [1]))
 
     def iterator(self, dataset_fn: Callable):
         return iter(self.coordinator.create_per_worker_dataset(
@@ -99,14 +103,19 @@ class CoordinatorExecutor:
         """All steps up to the boundary: scheduling them together keeps every worker busy."""
         return remaining
 
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
-        futures = []
-        while steps > 0:
-            n = min(steps_per_loop, steps)
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
+        """(metric sums, steps run). At most two closures per worker wait or run at a time, so
+        every worker stays busy, and scheduling stops early once SIGTERM asked to preempt."""
+        futures, done, in_flight = [], 0, 2 * self.workers
+        while done < steps and not (futures and preemption.requested()):
+            if len(futures) >= in_flight:
+                futures[len(futures) - in_flight].fetch()  # wait for the oldest running one
+                continue
+            n = min(steps_per_loop, steps - done)
             futures.append(self.coordinator.schedule(loop_fn, args=(iterator, tf.constant(n))))
-            steps -= n
+            done += n
         self.coordinator.join()
-        return sum(f.fetch() for f in futures)
+        return sum(f.fetch() for f in futures), done
 
     def needs_statistics_sync(self, model) -> bool:
         return False  # variables live on the parameter servers: one copy already
@@ -219,10 +228,11 @@ class Trainer:
         return self.executor.chunk_steps(self.config.steps_per_loop, remaining)
 
     def train(self, num_steps: int) -> dict[str, float]:
-        """Run `num_steps` steps; metrics averaged over them, plus lr, images/sec, step time."""
+        """Run `num_steps` steps (fewer when preempted under parameter servers; `step` says how
+        many ran); metrics averaged over them, plus lr, images/sec, step time."""
         started = time.perf_counter()
-        sums = self.executor.run(self._loop, self._iterator(), num_steps,
-                                 self.config.steps_per_loop)
+        sums, num_steps = self.executor.run(self._loop, self._iterator(), num_steps,
+                                            self.config.steps_per_loop)
         elapsed = max(time.perf_counter() - started, 1e-9)
         self.step.assign_add(num_steps)
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
