@@ -56,6 +56,7 @@ def train(options: TrainOptions) -> dict | None:
     preemption.install()  # SIGTERM: save at the current step, exit 143
     watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
     run = prepare(options, plat, cluster, plan, info, spec)
+    preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
     controller, restored = _controller(options, plat, cluster, run, spec, info, watchdog)
     _announce(options, plan, spec, info, run, restored, controller.state.start_step)
     with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir):
