@@ -33,11 +33,11 @@ def train_steps(output_dir) -> list[int]:
     return [r["step"] for r in read_jsonl(path) if r["kind"] == "train"]
 
 
-def signal_then_restart(proc, output_dir, task: tuple[str, int], signum) -> int:
+def signal_then_restart(proc, output_dir, task: tuple[str, int], signum, records=2) -> int:
     """Send `signum` to a member once it trained, wait until the launcher started that member
     again; returns how many metrics records the first attempt wrote (its members are all
     stopped before the restart)."""
-    wait_for(lambda: len(train_steps(output_dir)) >= 2
+    wait_for(lambda: len(train_steps(output_dir)) >= records
              and member_pid(proc.pid, *task) is not None, proc)
     victim = member_pid(proc.pid, *task)
     os.kill(victim, signum)
@@ -112,10 +112,10 @@ def test_sigterm_to_an_all_reduce_worker_then_to_the_launcher_loses_nothing(tmp_
 def test_parameter_server_chief_sigterm_loses_nothing_and_a_lost_ps_restarts(tmp_path,
                                                                              digits_work):
     proc = start_job(tmp_path, digits_work, ["--chief", "--workers", "1", "--ps", "1"],
-                     *ASYNC, *STEPS, max_restarts=1)
-    before = signal_then_restart(proc, tmp_path, ("chief", 0), signal.SIGTERM)
+                     *ASYNC, *STEPS, "--eval_every_epochs", "0.25", max_restarts=1)
+    before = signal_then_restart(proc, tmp_path, ("chief", 0), signal.SIGTERM, records=1)
     first = train_steps(tmp_path)[before - 1]
-    signal_then_restart(proc, tmp_path, ("ps", 0), signal.SIGKILL)
+    signal_then_restart(proc, tmp_path, ("ps", 0), signal.SIGKILL, records=before + 1)
     output = finish(proc)
     assert "tfyard: chief:0 was preempted (exit code 143: saved and stopped)" in output
     assert "tfyard: ps:0 failed with signal SIGKILL" in output

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from contextlib import nullcontext
 
 from tfyard import platform as platform_contract
 from tfyard.data import checked, dataset_info
@@ -52,6 +53,7 @@ def train(options: TrainOptions) -> dict | None:
         return run_sidecar(options, plat, info, spec)
     from tfyard.train import preemption
     from tfyard.train.build import prepare
+    from tfyard.train.loop import parameter_server_loss
 
     preemption.install()  # SIGTERM: save at the current step, exit 143
     watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
@@ -59,7 +61,8 @@ def train(options: TrainOptions) -> dict | None:
     preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
     controller, restored = _controller(options, plat, cluster, run, spec, info, watchdog)
     _announce(options, plan, spec, info, run, restored, controller.state.start_step)
-    with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir):
+    with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir), \
+            parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
         state = controller.run()
     summary = _finish(options, plat, cluster, plan, spec, info, run, state)
     if state.stop_reason == preemption.PREEMPTED:

@@ -9,6 +9,8 @@ writes no files: checkpoints, reports and evaluation are the Controller's action
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,7 +95,7 @@ class CoordinatorExecutor:
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-        self.workers = len(strategy.cluster_resolver.cluster_spec().as_dict().get("worker", [1]))
+        self.workers = max(1, strategy._num_workers)  # no public count in TensorFlow 2.21
 
     def iterator(self, dataset_fn: Callable):
         return iter(self.coordinator.create_per_worker_dataset(
@@ -104,8 +106,9 @@ class CoordinatorExecutor:
         return remaining
 
     def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
-        """(metric sums, steps run). At most two closures per worker wait or run at a time, so
-        every worker stays busy, and scheduling stops early once SIGTERM asked to preempt."""
+        """(metric sums, steps run). At most two closures per worker wait or run at a time,
+        so every worker stays busy, and scheduling stops early once SIGTERM asked to preempt.
+        """
         futures, done, in_flight = [], 0, 2 * self.workers
         while done < steps and not (futures and preemption.requested()):
             if len(futures) >= in_flight:
@@ -121,6 +124,23 @@ class CoordinatorExecutor:
         return False  # variables live on the parameter servers: one copy already
 
     update_in_xla = False  # remote variables cannot live inside an XLA cluster
+
+
+@contextlib.contextmanager
+def parameter_server_loss():
+    """A lost ps task ends the process in one line (exit 1) instead of a traceback.
+
+    The coordinator waits for a lost worker to come back, but the variables of a lost ps
+    are gone (PSUnavailableError, or UnavailableError reading one): only a restart from
+    the latest checkpoint can go on."""
+    try:
+        yield
+    except tf.errors.UnavailableError as exc:
+        tasks = sorted(set(re.findall(r"/job:ps/replica:0/task:(\d+)", str(exc))))
+        lost = ", ".join(f"ps:{t}" for t in tasks) or "a parameter server"
+        raise SystemExit(f"tfyard: error: lost {lost} ({type(exc).__name__}); its variables "
+                         "are gone, so the job must restart from the latest checkpoint "
+                         "(launch local --max_restarts does)") from None
 
 
 def make_executor(strategy: tf.distribute.Strategy):
