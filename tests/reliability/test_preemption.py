@@ -33,15 +33,16 @@ def train_steps(output_dir) -> list[int]:
     return [r["step"] for r in read_jsonl(path) if r["kind"] == "train"]
 
 
-def signal_then_restart(proc, output_dir, task: tuple[str, int], signum, records=2) -> int:
+def signal_then_restart(proc, output_dir, task: tuple[str, int], signum, records=2,
+                        timeout=300) -> int:
     """Send `signum` to a member once it trained, wait until the launcher started that member
     again; returns how many metrics records the first attempt wrote (its members are all
     stopped before the restart)."""
     wait_for(lambda: len(train_steps(output_dir)) >= records
-             and member_pid(proc.pid, *task) is not None, proc)
+             and member_pid(proc.pid, *task) is not None, proc, timeout)
     victim = member_pid(proc.pid, *task)
     os.kill(victim, signum)
-    wait_for(lambda: member_pid(proc.pid, *task) not in (None, victim), proc)
+    wait_for(lambda: member_pid(proc.pid, *task) not in (None, victim), proc, timeout)
     return len(train_steps(output_dir))
 
 
@@ -113,9 +114,11 @@ def test_parameter_server_chief_sigterm_loses_nothing_and_a_lost_ps_restarts(tmp
                                                                              digits_work):
     proc = start_job(tmp_path, digits_work, ["--chief", "--workers", "1", "--ps", "1"],
                      *ASYNC, *STEPS, "--eval_every_epochs", "0.25", max_restarts=1)
-    before = signal_then_restart(proc, tmp_path, ("chief", 0), signal.SIGTERM, records=1)
+    before = signal_then_restart(proc, tmp_path, ("chief", 0), signal.SIGTERM, records=1,
+                                 timeout=600)  # PS start-up is slow on 2 busy cores
     first = train_steps(tmp_path)[before - 1]
-    signal_then_restart(proc, tmp_path, ("ps", 0), signal.SIGKILL, records=before + 1)
+    signal_then_restart(proc, tmp_path, ("ps", 0), signal.SIGKILL, records=before + 1,
+                        timeout=600)
     output = finish(proc)
     assert "tfyard: chief:0 was preempted (exit code 143: saved and stopped)" in output
     assert "tfyard: ps:0 failed with signal SIGKILL" in output
