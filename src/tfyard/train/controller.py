@@ -132,6 +132,7 @@ class Controller:
         steps = self.trainer.chunk_steps(remaining)
         started = time.perf_counter()
         state.metrics = self.trainer.train(steps)
+        steps = int(self.trainer.step.numpy()) - state.step  # fewer if preempted mid-chunk
         state.chunk_seconds = time.perf_counter() - started
         state.chunk_steps = steps
         if state.metrics.get("input_wait") is not None:

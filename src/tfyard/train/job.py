@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from contextlib import nullcontext
 
 from tfyard import platform as platform_contract
 from tfyard.data import checked, dataset_info
@@ -40,7 +41,9 @@ def train(options: TrainOptions) -> dict | None:
     heartbeat.start_from_env()  # the launcher watches for frozen members
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
-        strategies.serve(cluster, startup_timeout=options.startup_timeout)
+        status = strategies.serve(cluster, startup_timeout=options.startup_timeout)
+        if status:
+            raise SystemExit(status)  # SIGTERM: 143, the launcher restarts it
         return None
     info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
     spec = get_spec(options.model)
@@ -49,15 +52,24 @@ def train(options: TrainOptions) -> dict | None:
         from tfyard.train.evaluate import run_sidecar
 
         return run_sidecar(options, plat, info, spec)
+    from tfyard.train import preemption
     from tfyard.train.build import prepare
+    from tfyard.train.loop import parameter_server_loss
 
+    preemption.install()  # SIGTERM: save at the current step, exit 143
     watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
     run = prepare(options, plat, cluster, plan, info, spec)
+    preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
     controller, restored = _controller(options, plat, cluster, run, spec, info, watchdog)
     _announce(options, plan, spec, info, run, restored, controller.state.start_step)
-    with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir):
+    with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir), \
+            parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
         state = controller.run()
-    return _finish(options, plat, cluster, plan, spec, info, run, state)
+    summary = _finish(options, plat, cluster, plan, spec, info, run, state)
+    if state.stop_reason == preemption.PREEMPTED:
+        strategies.end_together()  # all-reduce members stopped at the same step
+        preemption.exit_preempted(state.step)
+    return summary
 
 
 def _controller(options, plat, cluster, run, spec, info, watchdog):
@@ -68,6 +80,7 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
     from tfyard.train.controller import Controller
     from tfyard.train.export import export_model
     from tfyard.train.guards import DivergenceGuard
+    from tfyard.train.preemption import PreemptionAction
     from tfyard.train.report import Reporter, write_json_atomic
 
     writes = cluster.is_coordinator
@@ -82,7 +95,8 @@ def _controller(options, plat, cluster, run, spec, info, watchdog):
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
             DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
-            actions.CheckpointAction(checkpoints, options.checkpoint_every_steps)]
+            actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
+            PreemptionAction(run.strategy, checkpoints, run.trainer.synchronize)]
     if writes:
         todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))
         todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir)))
@@ -143,6 +157,8 @@ def _finish(options, plat, cluster, plan, spec, info, run, state) -> dict:
         log.info(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
                  "training record(s) (`tfyard data inspect --verify` lists them)")
     write_json_atomic(os.path.join(plat.output_dir, outputs.SUMMARY), summary)
+    if state.stop_reason == "preempted":
+        return summary  # exit_preempted says so
     log.info(f"tfyard: done at step {state.step}; "
              + (f"validation top1 {state.eval['top1']:.4f}; " if state.eval else "")
              + f"{summary['mean_images_per_sec']:.0f} images/sec; outputs in {plat.output_dir}")

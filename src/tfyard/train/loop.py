@@ -9,6 +9,8 @@ writes no files: checkpoints, reports and evaluation are the Controller's action
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 import tensorflow as tf
+
+from tfyard.train import preemption
 
 METRICS = ("loss", "top1", "top5")
 
@@ -67,13 +71,14 @@ class SyncExecutor:
         """Steps per chunk: one call, so every call is reported."""
         return min(steps_per_loop, remaining)
 
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
-        totals = 0.0
-        while steps > 0:
-            n = min(steps_per_loop, steps)
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
+        """(metric sums, steps run)."""
+        totals, done = 0.0, 0
+        while done < steps:
+            n = min(steps_per_loop, steps - done)
             totals = totals + loop_fn(iterator, tf.constant(n)).numpy()
-            steps -= n
-        return totals
+            done += n
+        return totals, done
 
     def needs_statistics_sync(self, model) -> bool:
         return self.strategy.num_replicas_in_sync > 1 and bool(model.non_trainable_variables)
@@ -93,6 +98,7 @@ class CoordinatorExecutor:
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        self.workers = max(1, strategy._num_workers)  # no public count in TensorFlow 2.21
 
     def iterator(self, dataset_fn: Callable):
         return iter(self.coordinator.create_per_worker_dataset(
@@ -102,19 +108,42 @@ class CoordinatorExecutor:
         """All steps up to the boundary: scheduling them together keeps every worker busy."""
         return remaining
 
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
-        futures = []
-        while steps > 0:
-            n = min(steps_per_loop, steps)
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
+        """(metric sums, steps run). At most two closures per worker wait or run at a time,
+        so every worker stays busy, and scheduling stops early once SIGTERM asked to preempt.
+        """
+        futures, done, in_flight = [], 0, 2 * self.workers
+        while done < steps and not (futures and preemption.requested()):
+            if len(futures) >= in_flight:
+                futures[len(futures) - in_flight].fetch()  # wait for the oldest running one
+                continue
+            n = min(steps_per_loop, steps - done)
             futures.append(self.coordinator.schedule(loop_fn, args=(iterator, tf.constant(n))))
-            steps -= n
+            done += n
         self.coordinator.join()
-        return sum(f.fetch() for f in futures)
+        return sum(f.fetch() for f in futures), done
 
     def needs_statistics_sync(self, model) -> bool:
         return False  # variables live on the parameter servers: one copy already
 
     update_in_xla = False  # remote variables cannot live inside an XLA cluster
+
+
+@contextlib.contextmanager
+def parameter_server_loss():
+    """A lost ps task ends the process in one line (exit 1) instead of a traceback.
+
+    The coordinator waits for a lost worker to come back, but the variables of a lost ps
+    are gone (PSUnavailableError, or UnavailableError reading one): only a restart from
+    the latest checkpoint can go on."""
+    try:
+        yield
+    except tf.errors.UnavailableError as exc:
+        tasks = sorted(set(re.findall(r"/job:ps/replica:0/task:(\d+)", str(exc))))
+        lost = ", ".join(f"ps:{t}" for t in tasks) or "a parameter server"
+        raise SystemExit(f"tfyard: error: lost {lost} ({type(exc).__name__}); its variables "
+                         "are gone, so the job must restart from the latest checkpoint "
+                         "(launch local --max_restarts does)") from None
 
 
 def make_executor(strategy: tf.distribute.Strategy):
@@ -257,10 +286,11 @@ class Trainer:
         return self.executor.chunk_steps(self.config.steps_per_loop, remaining)
 
     def train(self, num_steps: int) -> dict[str, float]:
-        """Run `num_steps` steps; metrics averaged over them, plus lr, images/sec, step time."""
+        """Run `num_steps` steps (fewer when preempted under parameter servers; `step` says how
+        many ran); metrics averaged over them, plus lr, images/sec, step time."""
         started = time.perf_counter()
-        sums = self.executor.run(self._loop, self._iterator(), num_steps,
-                                 self.config.steps_per_loop)
+        sums, num_steps = self.executor.run(self._loop, self._iterator(), num_steps,
+                                            self.config.steps_per_loop)
         elapsed = max(time.perf_counter() - started, 1e-9)
         self.step.assign_add(num_steps)
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
@@ -269,7 +299,7 @@ class Trainer:
         figures = averages(sums) if sums[3] else dict.fromkeys(METRICS, float("nan"))
         metrics = {**figures, "lr": lr,
                    "images_per_sec": num_steps * self.config.global_batch / elapsed,
-                   "step_time": elapsed / num_steps,
+                   "step_time": elapsed / max(num_steps, 1),
                    # Share of the loop's time spent in next(iterator); under the parameter-
                    # server executor, summed over the workers' calls: each worker's share.
                    "input_wait": min(max(waited / busy, 0.0), 1.0) if busy > 0 else 0.0}
