@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -11,6 +12,16 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tfyard_logger():
+    """A test that runs the CLI in-process configures the `tfyard` logger (own handler, no
+    propagation); undo it so the next test's caplog sees the records again."""
+    logger = logging.getLogger("tfyard")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
 
 
 @pytest.fixture(autouse=True)

@@ -40,6 +40,9 @@ def test_parameter_server_cluster_with_evaluator(tmp_path, digits_work):
     summary = read_json(tmp_path / "summary.json")
     assert summary["strategy"] == "parameter_server" and summary["final_step"] == 80
     assert_learned(tmp_path)
+    # The input-wait probe runs on the workers and comes back through the closures.
+    train = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert all(0.0 <= r["input_wait"] <= 1.0 for r in train)
     evaluated = read_jsonl(tmp_path / "evaluator.jsonl")
     assert evaluated and evaluated[-1]["step"] == 80 and evaluated[-1]["kind"] == "eval"
     assert list((tmp_path / "logs" / "evaluator").glob("events.out.tfevents.*"))

@@ -15,7 +15,9 @@ def test_train_runs_n_steps_and_returns_the_metrics():
     trainer = toy_trainer()
     first = trainer.train(4)
     assert int(trainer.step.numpy()) == 4
-    assert set(first) == {"loss", "top1", "top5", "lr", "images_per_sec", "step_time"}
+    assert set(first) == {"loss", "top1", "top5", "lr", "images_per_sec", "step_time",
+                          "input_wait"}
+    assert 0.0 <= first["input_wait"] <= 1.0
     assert first["top5"] == 1.0 and first["lr"] == pytest.approx(0.1)
     for _ in range(10):
         last = trainer.train(4)

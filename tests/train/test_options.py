@@ -55,6 +55,10 @@ def test_defaults_are_declared_once():
     ("--epochs", "nan", "must be a finite number"),
     ("--batch_size", "0", "must be a positive integer"),
     ("--decay_epochs", "3,nan", "must be a finite number"),
+    ("--momentum", "2", "must be in [0, 1)"),
+    ("--label_smoothing", "1.5", "must be in [0, 1)"),
+    ("--weight_decay", "inf", "must be a finite number"),
+    ("--skip_nonfinite_steps", "-1", "must be an integer >= 0"),
 ])
 def test_bad_numbers_exit_2_with_one_line(capsys, flag, value, fragment):
     with pytest.raises(SystemExit) as exited:

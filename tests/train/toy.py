@@ -27,11 +27,16 @@ def toy_model(seed: int = 0):
 
 
 def toy_trainer(weight_decay: float = 0.0, steps_per_loop: int = 2, momentum: float = 0.9,
-                jit_compile: bool = False) -> Trainer:
-    strategy = tf.distribute.get_strategy()
-    model = toy_model()
-    optimizer = keras.optimizers.SGD(0.1, momentum=momentum)
-    optimizer.build(model.trainable_variables)
+                jit_compile: bool = False, skip_nonfinite: bool = False, strategy=None,
+                data=dataset_fn, loss_scale: bool = False) -> Trainer:
+    strategy = strategy or tf.distribute.get_strategy()
+    with strategy.scope():
+        model = toy_model()
+        optimizer = keras.optimizers.SGD(0.1, momentum=momentum)
+        if loss_scale:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
     config = StepConfig(num_classes=2, global_batch=BATCH, weight_decay=weight_decay,
-                        jit_compile=jit_compile, steps_per_loop=steps_per_loop)
-    return Trainer(strategy, model, optimizer, config, dataset_fn)
+                        jit_compile=jit_compile, steps_per_loop=steps_per_loop,
+                        skip_nonfinite=skip_nonfinite)
+    return Trainer(strategy, model, optimizer, config, data)

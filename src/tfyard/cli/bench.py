@@ -80,12 +80,14 @@ def register(commands) -> None:
 
 
 def _check_names(args) -> None:
-    """Unknown model or dataset names are refused before TensorFlow is imported."""
+    """Unknown names and a missing --data directory are refused before TensorFlow loads."""
     from tfyard.data import reader
     from tfyard.models import get_spec
 
     get_spec(args.model)
     reader(args.dataset)
+    if args.data != "synthetic":
+        platform.resolve(data_dir=args.data, create=False)
 
 
 def _train(args) -> int:

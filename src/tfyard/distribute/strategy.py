@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from tfyard.distribute.cluster import ClusterConfig, export_tf_config
-from tfyard.errors import UserError
+from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
 
 STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 # Inter-op threads for servers: a PS task with fewer than a handful dead-locks on small machines.
@@ -22,6 +22,8 @@ MIN_INTER_OP_THREADS = 8
 END_BARRIER = "tfyard_end_of_job"
 END_TIMEOUT_SECS = float(os.environ.get("TFYARD_END_TIMEOUT", 3600))
 _all_reduce_members = False
+# A SIGTERMed ps / PS worker serves on while the chief is up, for at most this long.
+SERVER_GRACE_S = float(os.environ.get("TFYARD_SERVER_GRACE", 20))
 
 
 @dataclass(frozen=True)
@@ -180,18 +182,21 @@ def reachable(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> None:
-    """Run this task's server until the chief has come and gone.
+def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> int:
+    """Run this task's server until the chief has come and gone; returns the exit status.
 
     Gives up, naming the chief's address, if the chief is not reachable within
     `startup_timeout` seconds, so a job whose chief never starts does not hang forever.
+    SIGTERM (preemption) returns PREEMPTED_EXIT_CODE once the chief has ended, at most
+    SERVER_GRACE_S later: the chief, signalled too when the whole job is preempted, still
+    needs the variables (ps) and its running closures (workers) to save.
     """
     start_server(cluster)
-    chief = cluster.jobs["chief"][0]
-    print(f"tfyard: {cluster.role}:{cluster.task_index} serving at {cluster.address}; "
-          f"waiting for chief {chief}", flush=True)
+    terminated = _sigterm_event()
+    me, chief = f"{cluster.role}:{cluster.task_index}", cluster.jobs["chief"][0]
+    print(f"tfyard: {me} serving at {cluster.address}; waiting for chief {chief}", flush=True)
     deadline = time.monotonic() + startup_timeout
-    while not reachable(chief):
+    while not reachable(chief) and not terminated.is_set():
         if time.monotonic() > deadline:
             raise UserError(
                 f"chief at {chief} did not come up within {startup_timeout:.0f}s; start it or "
@@ -199,9 +204,26 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> 
             )
         time.sleep(poll)
     misses = 0
-    while misses < 3:
+    while misses < 3 and not terminated.is_set():
         time.sleep(poll)
         misses = 0 if reachable(chief) else misses + 1
-    print(f"tfyard: chief {chief} has ended; {cluster.role}:{cluster.task_index} stops",
+    if not terminated.is_set():
+        print(f"tfyard: chief {chief} has ended; {me} stops", file=sys.stderr, flush=True)
+        return 0
+    ends = time.monotonic() + SERVER_GRACE_S
+    while time.monotonic() < ends and reachable(chief):
+        time.sleep(poll / 4)
+    print(f"tfyard: {me} got SIGTERM; stops (exit {PREEMPTED_EXIT_CODE}, safe to restart)",
           file=sys.stderr, flush=True)
+    return PREEMPTED_EXIT_CODE
 
+
+def _sigterm_event():
+    """An event SIGTERM sets, in place of dying at once (main thread only)."""
+    import signal
+    import threading
+
+    event = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: event.set())
+    return event

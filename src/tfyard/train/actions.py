@@ -1,4 +1,5 @@
-"""The Controller's standard actions: checkpoint, metrics files, console, evaluation, export.
+"""The Controller's standard actions: checkpoint, metrics files, console, evaluation, export,
+profiler trace.
 
 `tfyard train` registers them in this order, so at a boundary the checkpoint is written
 before the evaluation that may be slow, and the evaluation is there for the reporters.
@@ -6,10 +7,13 @@ before the evaluation that may be slow, and the evaluation is there for the repo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from tfyard.train.console import Console
 from tfyard.train.controller import Action, RunState
+
+log = logging.getLogger("tfyard")
 
 
 class CheckpointAction(Action):
@@ -21,7 +25,8 @@ class CheckpointAction(Action):
 
     def on_boundary(self, state: RunState) -> None:
         if state.at_epoch_end or state.due(self.every_steps):
-            state.outputs["checkpoint"] = self.checkpoints.save(state.step)
+            state.outputs["checkpoint"] = self.checkpoints.save(state.step,
+                                                                state.metrics.get("loss"))
 
     def close(self) -> None:
         self.checkpoints.close()
@@ -58,7 +63,8 @@ class MetricsAction(Action):
 
 
 class ConsoleAction(Action):
-    """The per-report progress line (or bar) and the evaluation line."""
+    """The per-report progress line (a live display on a terminal), the evaluation line and
+    the one-time input-bound hint."""
 
     def __init__(self, console: Console):
         self.console = console
@@ -69,6 +75,9 @@ class ConsoleAction(Action):
     def on_boundary(self, state: RunState) -> None:
         if state.eval_step == state.step:
             self.console.evaluation(state.step, state.eval)
+
+    def close(self) -> None:
+        self.console.close()
 
 
 class ExportAction(Action):
@@ -93,3 +102,41 @@ class OnFirstChunk(Action):
 
     def close(self) -> None:
         self.callback()
+
+
+class ProfileAction(Action):
+    """A TensorBoard profiler trace of steps `first` to `last` (1-based) into `logdir`.
+
+    Chunks end at step first-1 and at last, so the trace holds exactly those steps (plus a
+    checkpoint or evaluation due at step first-1, which runs after the trace starts).
+    """
+
+    def __init__(self, logdir: str, first: int, last: int):
+        self.logdir, self.first, self.last = logdir, first, last
+        self.chunk_ends = (first - 1, last)
+        self.tracing = False
+
+    def on_start(self, state: RunState) -> None:
+        self.on_chunk_end(state)
+
+    def on_chunk_end(self, state: RunState) -> None:
+        import tensorflow as tf
+
+        if not self.tracing and self.first - 1 <= state.step < self.last:
+            try:
+                tf.profiler.experimental.start(self.logdir)
+                self.tracing = True
+            except tf.errors.OpError as exc:   # another trace is running, say
+                log.warning(f"tfyard: --profile_steps: no trace ({exc.message})")
+                self.last = 0
+        elif self.tracing and state.step >= self.last:
+            self.close()
+
+    def close(self) -> None:
+        if self.tracing:
+            import tensorflow as tf
+
+            tf.profiler.experimental.stop()
+            self.tracing = False
+            log.info(f"tfyard: profiler trace of steps {self.first}-{self.last} in "
+                     f"{self.logdir} (TensorBoard's Profile tab)")

@@ -66,7 +66,8 @@ def prepare(options: TrainOptions, plat, cluster, plan, info, spec) -> Prepared:
         num_classes=info.num_classes, global_batch=numbers.global_batch,
         label_smoothing=options.label_smoothing,
         weight_decay=numbers.weight_decay if numbers.optimizer == "sgd" else 0.0,
-        jit_compile=use_xla(options, plan, model), steps_per_loop=options.steps_per_loop)
+        jit_compile=use_xla(options, plan, model), steps_per_loop=options.steps_per_loop,
+        skip_nonfinite=options.skip_nonfinite_steps > 0)
     trainer = Trainer(strategy, model, optimizer, config,
                       _train_input(options, plat, plan, numbers, shape),
                       record_ids=options.record_example_ids)

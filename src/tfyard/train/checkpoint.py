@@ -10,6 +10,13 @@ seed-generator states (Dropout and other random layers), which `tf.train.Checkpo
 does not reach (`seed_states` lists them as extra trackables), and the settings that decide
 the bits of a step, kept in `ckpt-N.meta.json` beside each checkpoint (`Settings`), so a
 resume with other settings warns in one line.
+
+A restore walks the checkpoints newest first: one that cannot be read (a truncated `.data`
+file after a full disk, a missing or garbled `.index`) is named in a warning and the next
+older one is tried, so a damaged copy never strands a run. A readable checkpoint that does
+not fit the model is an error, as is a directory of checkpoints none of which can be read.
+A save refuses a state with a non-finite weight or loss, so rotation only ever drops
+finite checkpoints for newer finite ones.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from __future__ import annotations
 import glob
 import json
 import logging
+import math
 import os
+import re
 import shutil
 import tempfile
 
@@ -25,6 +34,83 @@ import tensorflow as tf
 
 from tfyard.errors import UserError
 from tfyard.train.controller import Action, RunState
+from tfyard.train.guards import diverged
+
+log = logging.getLogger("tfyard")
+
+
+def _first_line(exc: BaseException, limit: int = 160) -> str:
+    text = (getattr(exc, "message", None) or str(exc) or type(exc).__name__).strip()
+    return text.splitlines()[0][:limit]
+
+
+def checkpoint_paths(directory: str) -> list[str]:
+    """The checkpoints in `directory`, newest first: those the `checkpoint` state file lists,
+    or, when it is missing or unreadable, every `ckpt-N.index` found there."""
+    try:
+        state = tf.train.get_checkpoint_state(directory)
+    except (tf.errors.OpError, ValueError, UnicodeDecodeError) as exc:
+        log.warning(f"tfyard: warning: {directory}/checkpoint is unreadable ({_first_line(exc)}); "
+                    "looking for checkpoint files")
+        state = None
+    if state is not None:
+        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+        if state.model_checkpoint_path in paths:  # the latest goes first
+            paths.remove(state.model_checkpoint_path)
+        paths.append(state.model_checkpoint_path)
+        return [p if os.path.isabs(p) or "://" in p else os.path.join(directory, p)
+                for p in reversed(paths)]
+    found = tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index"))
+    number = re.compile(r"ckpt-(\d+)\.index$")
+    found = [path for path in found if number.search(path)]
+    found.sort(key=lambda path: int(number.search(path).group(1)), reverse=True)
+    return [path[:-len(".index")] for path in found]
+
+
+def readable(path: str) -> str | None:
+    """None if every tensor of checkpoint `path` can be read, else why not (one line)."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as exc:  # noqa: BLE001 - any failure to read makes it unusable
+        return f"{type(exc).__name__}: {_first_line(exc)}"
+    return None
+
+
+def restore_if_readable(checkpoint: tf.train.Checkpoint, path: str, check=None,
+                        otherwise: str = "") -> bool:
+    """Restore `path`; False (and a warning ending in `otherwise`) if it cannot be read.
+    A readable checkpoint that fails `check(status)` re-raises that failure."""
+    try:
+        status = checkpoint.restore(path)
+        if check is not None:
+            check(status)
+        return True
+    except Exception:  # noqa: BLE001 - sorted out below: unreadable, or a mismatch
+        why = readable(path)
+        if why is None:
+            raise
+    log.warning(f"tfyard: warning: checkpoint {path} is unreadable ({why}); {otherwise}")
+    return False
+
+
+def restore_newest(checkpoint: tf.train.Checkpoint, directory: str, check=None) -> str | None:
+    """Restore the newest readable checkpoint in `directory` into `checkpoint`; its path, or
+    None when there is none at all. `check(status)` raises on a mismatch (a readable
+    checkpoint that does not fit: re-raised). Each unreadable one gives a warning; if none
+    is readable, a UserError. A failed attempt may have assigned some variables; the next
+    restore assigns every variable again, so nothing of it stays."""
+    paths = checkpoint_paths(directory)
+    for path in paths:
+        if restore_if_readable(checkpoint, path, check, "trying the one before it"):
+            return path
+    if paths:
+        raise UserError(
+            f"none of the {len(paths)} checkpoint(s) in {directory} can be read (newest: "
+            f"{paths[0]}); they were left as they are: move them away to start from scratch, "
+            "or use a new --output_dir")
+    return None
 
 
 class Checkpoints:
@@ -34,30 +120,46 @@ class Checkpoints:
         self.checkpoint = tf.train.Checkpoint(**trackables)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._own_dir,
                                                   max_to_keep=max_to_keep)
+        self._variables = [v for t in trackables.values() for v in _float_variables(t)]
 
     def restore_latest(self) -> str | None:
-        """Restore the chief's newest checkpoint; return its path, or None when starting fresh."""
-        path = tf.train.latest_checkpoint(self.directory)
-        if path is None:
-            return None
+        """Restore the chief's newest readable checkpoint; return its path, or None when
+        starting fresh."""
         try:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
-        except (tf.errors.OpError, AssertionError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0][:200]
+            return restore_newest(self.checkpoint, self.directory,
+                                  lambda status: status.assert_existing_objects_matched())
+        except (tf.errors.OpError, AssertionError, ValueError, TypeError, KeyError) as exc:
             raise UserError(
-                f"checkpoint {path} does not match this model/optimizer ({first}); use the same "
-                "--model and flags as the run that wrote it, or a new --output_dir"
-            ) from None
-        return path
+                f"checkpoint in {self.directory} does not match this model/optimizer "
+                f"({_first_line(exc, 200)}); use the same --model and flags as the run that "
+                "wrote it, or a new --output_dir") from None
 
-    def save(self, step: int) -> str:
+    def latest(self) -> str | None:
+        """The newest checkpoint of the chief's directory (by its state file), if any."""
+        try:
+            return tf.train.latest_checkpoint(self.directory)
+        except (tf.errors.OpError, ValueError):
+            return None
+
+    def finite(self, loss: float | None = None) -> bool:
+        """Whether `loss` (if given) and every floating-point variable saved are finite."""
+        if loss is not None and not math.isfinite(loss):
+            return False
+        checks = [tf.reduce_all(tf.math.is_finite(v)) for v in self._variables]
+        return bool(tf.reduce_all(checks)) if checks else True
+
+    def save(self, step: int, loss: float | None = None) -> str:
+        """Save at `step`; refuse (UserError, nothing written) a non-finite state."""
+        if not self.finite(loss):
+            what = f"by step {step}: loss {loss}" if loss is not None and \
+                not math.isfinite(loss) else f"by step {step}: a weight is not finite"
+            raise diverged(f"{what}, so it was not saved", None, self.latest())
         try:
             return self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as exc:
-            reason = getattr(exc, "message", None) or str(exc)
             raise UserError(
                 f"cannot write checkpoint at step {step} to {self._own_dir} "
-                f"({reason.strip().splitlines()[0][:160]}); free space or choose a writable "
+                f"({_first_line(exc)}); free space or choose a writable "
                 "--output_dir (earlier checkpoints are untouched)"
             ) from None
 
@@ -66,7 +168,6 @@ class Checkpoints:
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
 
-log = logging.getLogger("tfyard")
 META_SUFFIX = ".meta.json"
 
 
@@ -164,3 +265,11 @@ def settings_difference(current: dict, saved: dict | None) -> str | None:
     then = " and ".join(_WORDS[k](saved[k]) for k in keys)
     return (f"tfyard: warning: resuming with {now}, the checkpoint was written with {then}: "
             "the run will not be bit-identical to an unbroken one")
+def _float_variables(trackable) -> list:
+    """The floating-point variables of a model, an optimizer or a variable."""
+    if isinstance(trackable, tf.Variable):
+        variables = [trackable]
+    else:
+        variables = list(getattr(trackable, "weights", None)
+                         or getattr(trackable, "variables", None) or [])
+    return [v for v in variables if tf.as_dtype(v.dtype).is_floating]

@@ -43,8 +43,8 @@ class RunState:
     outputs: dict = field(default_factory=dict)   # what actions produced (checkpoint, export)
     chunk_steps: int = 0
     chunk_seconds: float = 0.0
-    # Seconds the last chunk waited for input. None: not measured yet; the step pulls its
-    # batches inside the compiled loop, so a probe belongs in Trainer.train when added.
+    # Seconds the last chunk waited for input (its `input_wait` share of the chunk time,
+    # measured around next(iterator) inside the compiled loop); None until measured.
     input_wait_seconds: float | None = None
     rates: list[float] = field(default_factory=list)   # images/sec of every chunk
     stop_reason: str | None = None
@@ -82,6 +82,8 @@ class Action:
     """Base class: override the hooks you need. `every_steps` adds boundaries."""
 
     every_steps: int | None = None
+    # Steps a chunk must end at (on_chunk_end runs there), without being boundaries.
+    chunk_ends: tuple[int, ...] = ()
 
     def on_start(self, state: RunState) -> None: ...
 
@@ -130,8 +132,11 @@ class Controller:
         steps = self.trainer.chunk_steps(remaining)
         started = time.perf_counter()
         state.metrics = self.trainer.train(steps)
+        steps = int(self.trainer.step.numpy()) - state.step  # fewer if preempted mid-chunk
         state.chunk_seconds = time.perf_counter() - started
         state.chunk_steps = steps
+        if state.metrics.get("input_wait") is not None:
+            state.input_wait_seconds = state.metrics["input_wait"] * state.chunk_seconds
         state.step += steps
         state.rates.append(state.metrics["images_per_sec"])
 
@@ -141,7 +146,9 @@ class Controller:
 
     def _next_boundary(self) -> int:
         step = self.state.step
-        return min([self.state.total_steps] + [(step // n + 1) * n for n in self._everies()])
+        cuts = [s for a in self.actions for s in a.chunk_ends if s > step]
+        return min([self.state.total_steps, *cuts] + [(step // n + 1) * n
+                                                      for n in self._everies()])
 
     def _at_boundary(self) -> bool:
         return any(self.state.step % n == 0 for n in self._everies())

@@ -7,7 +7,6 @@ validation split, writes eval summaries under `<log_dir>/evaluator` and
 
 from __future__ import annotations
 
-import json
 import os
 
 import tensorflow as tf
@@ -17,6 +16,7 @@ from tfyard.errors import UserError
 from tfyard.models import create_model, get_spec
 from tfyard.train import outputs
 from tfyard.train.build import dtype_policy, model_input_shape
+from tfyard.train.checkpoint import restore_if_readable, restore_newest
 from tfyard.train.console import Console
 from tfyard.train.loop import evaluate_model
 from tfyard.train.options import TrainOptions, resolve_numbers
@@ -47,7 +47,9 @@ def run_sidecar(options: TrainOptions, plat, info, spec) -> dict:
     try:
         for path in tf.train.checkpoints_iterator(directory, min_interval_secs=1,
                                                   timeout=options.startup_timeout):
-            checkpoint.restore(path).expect_partial()
+            if not restore_if_readable(checkpoint, path, lambda status: status.expect_partial(),
+                                       "the evaluator waits for the next one"):
+                continue
             last = _evaluate(options, plat, model, shape, info.num_classes,
                              numbers.per_replica_batch)
             at = int(step.numpy())
@@ -70,12 +72,11 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
     from tfyard import platform as platform_contract
 
     outputs.require_run(output_dir, use_export)
-    run_file = os.path.join(output_dir, outputs.RUN_FILE)
-    if not tf.io.gfile.exists(run_file):
-        raise UserError(f"{run_file} not found; point --output_dir at a directory written by "
-                        "`tfyard train`")
-    with tf.io.gfile.GFile(run_file) as handle:
-        options = TrainOptions.from_dict(json.load(handle))
+    run = outputs.read_run(output_dir)
+    if run is None:
+        raise UserError(f"{os.path.join(output_dir, outputs.RUN_FILE)} is missing or unreadable; "
+                        "point --output_dir at a directory written by `tfyard train`")
+    options = TrainOptions.from_dict(run)
     plat = platform_contract.resolve(data_dir or options.data_dir, output_dir,
                                      options.work_dir, None, 0, create=False)
     info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
@@ -90,11 +91,12 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
     else:
         model = create_model(get_spec(options.model).name, info.num_classes, shape,
                              dtype_policy=dtype_policy(options.dtype))
-        source = tf.train.latest_checkpoint(os.path.join(output_dir, outputs.CHECKPOINTS))
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        source = restore_newest(tf.train.Checkpoint(model=model, step=step),
+                                os.path.join(output_dir, outputs.CHECKPOINTS),
+                                lambda status: status.expect_partial())
         if source is None:
             raise UserError(f"no checkpoint in {output_dir}/{outputs.CHECKPOINTS} yet; train "
                             "first or use --export")
-        step = tf.Variable(0, dtype=tf.int64, trainable=False)
-        tf.train.Checkpoint(model=model, step=step).restore(source).expect_partial()
     metrics = _evaluate(options, plat, model, shape, info.num_classes, 64, split)
     return {"source": source, "split": split, **metrics}

@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+from contextlib import nullcontext
 
 from tfyard import platform as platform_contract
 from tfyard.data import checked, dataset_info
@@ -41,23 +42,35 @@ def train(options: TrainOptions) -> dict | None:
     heartbeat.start_from_env()  # the launcher watches for frozen members
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
-        strategies.serve(cluster, startup_timeout=options.startup_timeout)
+        status = strategies.serve(cluster, startup_timeout=options.startup_timeout)
+        if status:
+            raise SystemExit(status)  # SIGTERM: 143, the launcher restarts it
         return None
     info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
     spec = get_spec(options.model)
+    outputs.refuse_other_run(plat.output_dir, spec.name, options.dataset, info.num_classes)
     if plan.behaviour == "evaluate":
         from tfyard.train.evaluate import run_sidecar
 
         return run_sidecar(options, plat, info, spec)
+    from tfyard.train import preemption
     from tfyard.train.build import prepare
+    from tfyard.train.loop import parameter_server_loss
 
+    preemption.install()  # SIGTERM: save at the current step, exit 143
     watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
     run = prepare(options, plat, cluster, plan, info, spec)
+    preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
     controller, restored = _controller(options, plat, cluster, plan, run, spec, info, watchdog)
     _announce(options, plan, spec, info, run, restored, controller.state.start_step)
-    with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir):
+    with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir), \
+            parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
         state = controller.run()
-    return _finish(options, plat, cluster, plan, spec, info, run, state)
+    summary = _finish(options, plat, cluster, plan, spec, info, run, state)
+    if state.stop_reason == preemption.PREEMPTED:
+        strategies.end_together()  # all-reduce members stopped at the same step
+        preemption.exit_preempted(state.step)
+    return summary
 
 
 def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
@@ -67,13 +80,17 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
     from tfyard.train.console import Console
     from tfyard.train.controller import Controller
     from tfyard.train.export import export_model
+    from tfyard.train.guards import DivergenceGuard
+    from tfyard.train.preemption import PreemptionAction
     from tfyard.train.report import Reporter
 
     writes = cluster.is_coordinator
-    checkpoints, restored, settings = _restore(options, plat, cluster, plan, run)
+    checkpoints, restored, settings = _restore(options, plat, cluster, plan, run, info)
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
-            actions.CheckpointAction(checkpoints, options.checkpoint_every_steps)]
+            DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
+            actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
+            PreemptionAction(run.strategy, checkpoints, run.trainer.synchronize)]
     if writes and settings:
         todo.append(SettingsAction(settings))
     if options.record_example_ids:
@@ -82,6 +99,9 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
         todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))
         todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir)))
     todo.append(actions.ConsoleAction(Console(numbers.total_steps, numbers.steps_per_epoch)))
+    if writes and options.profile_steps:
+        todo.append(actions.ProfileAction(os.path.join(plat.log_dir, "train"),
+                                          *options.profile_steps))
     if writes and options.export:
         todo.append(actions.ExportAction(lambda: export_model(
             run.model, spec.name, info.num_classes, run.shape, run.policy,
@@ -89,7 +109,7 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
     return Controller(run.trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
 
 
-def _restore(options, plat, cluster, plan, run):
+def _restore(options, plat, cluster, plan, run, info):
     """Checkpoints (model, optimizer, step and the Keras seed states), the newest restored,
     and the settings to record with each; a resume with other settings warns in one line."""
     from tfyard.train.build import resume_settings
@@ -107,10 +127,11 @@ def _restore(options, plat, cluster, plan, run):
                               options.keep_checkpoints, model=run.model,
                               optimizer=run.optimizer, step=run.trainer.step,
                               **({"seeds": seeds} if seeds else {}))
+    restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
         write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
-                          {**options.to_dict(), **plat.as_dict()})
-    restored = checkpoints.restore_latest()
+                          {**options.to_dict(), **plat.as_dict(),
+                           "num_classes": info.num_classes})
     settings = resume_settings(options, plan, cluster, run)
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
@@ -189,6 +210,8 @@ def _finish(options, plat, cluster, plan, spec, info, run, state) -> dict:
         log.info(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
                  "training record(s) (`tfyard data inspect --verify` lists them)")
     write_json_atomic(os.path.join(plat.output_dir, outputs.SUMMARY), summary)
+    if state.stop_reason == "preempted":
+        return summary  # exit_preempted says so
     log.info(f"tfyard: done at step {state.step}; "
              + (f"validation top1 {state.eval['top1']:.4f}; " if state.eval else "")
              + f"{summary['mean_images_per_sec']:.0f} images/sec; outputs in {plat.output_dir}")

@@ -9,6 +9,8 @@ writes no files: checkpoints, reports and evaluation are the Controller's action
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 import tensorflow as tf
+
+from tfyard.train import preemption
 
 METRICS = ("loss", "top1", "top5")
 
@@ -30,6 +34,9 @@ class StepConfig:
     weight_decay: float = 0.0   # L2 on kernels as a gradient term; 0 when AdamW decays itself
     jit_compile: bool = False
     steps_per_loop: int = 10
+    # Skip each update whose loss or gradients are not finite (the loss-scale optimizer of
+    # float16 already skips on its own gradients; then the skips are only counted).
+    skip_nonfinite: bool = False
 
 
 def batch_metrics(logits, labels, num_classes: int, label_smoothing: float = 0.0):
@@ -46,7 +53,7 @@ def batch_metrics(logits, labels, num_classes: int, label_smoothing: float = 0.0
 
 
 def averages(sums) -> dict[str, float]:
-    loss, top1, top5, count = (float(x) for x in sums)
+    loss, top1, top5, count = (float(x) for x in sums[:4])
     count = max(count, 1.0)
     return {"loss": loss / count, "top1": top1 / count, "top5": top5 / count}
 
@@ -64,13 +71,14 @@ class SyncExecutor:
         """Steps per chunk: one call, so every call is reported."""
         return min(steps_per_loop, remaining)
 
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
-        totals = 0.0
-        while steps > 0:
-            n = min(steps_per_loop, steps)
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
+        """(metric sums, steps run)."""
+        totals, done = 0.0, 0
+        while done < steps:
+            n = min(steps_per_loop, steps - done)
             totals = totals + loop_fn(iterator, tf.constant(n)).numpy()
-            steps -= n
-        return totals
+            done += n
+        return totals, done
 
     def needs_statistics_sync(self, model) -> bool:
         return self.strategy.num_replicas_in_sync > 1 and bool(model.non_trainable_variables)
@@ -90,6 +98,7 @@ class CoordinatorExecutor:
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        self.workers = max(1, strategy._num_workers)  # no public count in TensorFlow 2.21
 
     def iterator(self, dataset_fn: Callable):
         return iter(self.coordinator.create_per_worker_dataset(
@@ -99,19 +108,42 @@ class CoordinatorExecutor:
         """All steps up to the boundary: scheduling them together keeps every worker busy."""
         return remaining
 
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> np.ndarray:
-        futures = []
-        while steps > 0:
-            n = min(steps_per_loop, steps)
+    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
+        """(metric sums, steps run). At most two closures per worker wait or run at a time,
+        so every worker stays busy, and scheduling stops early once SIGTERM asked to preempt.
+        """
+        futures, done, in_flight = [], 0, 2 * self.workers
+        while done < steps and not (futures and preemption.requested()):
+            if len(futures) >= in_flight:
+                futures[len(futures) - in_flight].fetch()  # wait for the oldest running one
+                continue
+            n = min(steps_per_loop, steps - done)
             futures.append(self.coordinator.schedule(loop_fn, args=(iterator, tf.constant(n))))
-            steps -= n
+            done += n
         self.coordinator.join()
-        return sum(f.fetch() for f in futures)
+        return sum(f.fetch() for f in futures), done
 
     def needs_statistics_sync(self, model) -> bool:
         return False  # variables live on the parameter servers: one copy already
 
     update_in_xla = False  # remote variables cannot live inside an XLA cluster
+
+
+@contextlib.contextmanager
+def parameter_server_loss():
+    """A lost ps task ends the process in one line (exit 1) instead of a traceback.
+
+    The coordinator waits for a lost worker to come back, but the variables of a lost ps
+    are gone (PSUnavailableError, or UnavailableError reading one): only a restart from
+    the latest checkpoint can go on."""
+    try:
+        yield
+    except tf.errors.UnavailableError as exc:
+        tasks = sorted(set(re.findall(r"/job:ps/replica:0/task:(\d+)", str(exc))))
+        lost = ", ".join(f"ps:{t}" for t in tasks) or "a parameter server"
+        raise SystemExit(f"tfyard: error: lost {lost} ({type(exc).__name__}); its variables "
+                         "are gone, so the job must restart from the latest checkpoint "
+                         "(launch local --max_restarts does)") from None
 
 
 def make_executor(strategy: tf.distribute.Strategy):
@@ -174,20 +206,55 @@ class Trainer:
                 grads[i] = grads[i] + decay
         return grads, sums
 
-    def _apply(self, images, labels):
-        grads, sums = self._compute(images, labels)
+    def _apply_gradients(self, grads):
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
-        return sums
+
+    def _apply(self, images, labels):
+        """One step; returns [loss, top1, top5, count, skipped] summed over this replica."""
+        grads, sums = self._compute(images, labels)
+        if not self.config.skip_nonfinite:
+            self._apply_gradients(grads)
+            return tf.concat([sums, [0.0]], 0)
+        finite = tf.reduce_all([tf.math.is_finite(sums[0])]
+                               + [tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+        bad = 1.0 - tf.cast(finite, tf.float32)
+        if tf.distribute.get_strategy().num_replicas_in_sync > 1:  # every replica agrees
+            bad = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, bad)
+        skip = bad > 0
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            self._apply_gradients(grads)   # it skips non-finite updates itself
+        else:
+            _apply_unless(skip, self._apply_gradients, grads)
+        return tf.concat([tf.where(skip, tf.zeros_like(sums), sums),
+                          [tf.cast(skip, tf.float32)]], 0)
 
     def _replica_step(self, batch):
         return self._update(*batch)
 
     def _train_loop(self, iterator, steps):
-        totals = tf.zeros([4])
+        """Sums of [loss, top1, top5, count, skipped x replicas, non-finite loss steps,
+        trailing run of skipped steps], then [input wait, loop time] in seconds: timestamps
+        around each `next(iterator)` (ordered after the previous step's sums) measure how
+        long the step waited for input; they change no value."""
+        totals = tf.zeros([7])
+        waited = tf.constant(0.0, tf.float64)
+        started = tf.timestamp()
         for _ in tf.range(steps):
-            sums = self.strategy.run(self._replica_step, args=(next(iterator),))
-            totals += self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
-        return totals
+            with tf.control_dependencies([totals]):
+                before = tf.timestamp()
+            with tf.control_dependencies([before]):
+                batch = next(iterator)
+            with tf.control_dependencies(tf.nest.flatten(batch, expand_composites=True)):
+                waited += tf.timestamp() - before
+            sums = self.strategy.run(self._replica_step, args=(batch,))
+            sums = self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
+            skipped = tf.cast(sums[4] > 0, tf.float32)
+            nonfinite = 1.0 - tf.cast(tf.math.is_finite(sums[0]), tf.float32)
+            run = (totals[6] + skipped) * skipped
+            totals = tf.concat([totals[:6] + tf.concat([sums, [nonfinite]], 0), [run]], 0)
+        with tf.control_dependencies([totals, waited]):
+            busy = tf.timestamp() - started
+        return tf.concat([totals, tf.cast(tf.stack([waited, busy]), tf.float32)], 0)
 
     def _average_statistics(self):
         """Average non-trainable weights (batch-norm moving statistics) over all replicas.
@@ -227,17 +294,29 @@ class Trainer:
         return self.executor.chunk_steps(self.config.steps_per_loop, remaining)
 
     def train(self, num_steps: int) -> dict[str, float]:
-        """Run `num_steps` steps; metrics averaged over them, plus lr, images/sec, step time."""
+        """Run `num_steps` steps (fewer when preempted under parameter servers; `step` says how
+        many ran); metrics averaged over them, plus lr, images/sec, step time."""
         started = time.perf_counter()
-        sums = self.executor.run(self._loop, self._iterator(), num_steps,
-                                 self.config.steps_per_loop)
+        sums, num_steps = self.executor.run(self._loop, self._iterator(), num_steps,
+                                            self.config.steps_per_loop)
         elapsed = max(time.perf_counter() - started, 1e-9)
         self.step.assign_add(num_steps)
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
         lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
-        return {**averages(sums), "lr": lr,
-                "images_per_sec": num_steps * self.config.global_batch / elapsed,
-                "step_time": elapsed / num_steps}
+        waited, busy = float(sums[7]), float(sums[8])
+        figures = averages(sums) if sums[3] else dict.fromkeys(METRICS, float("nan"))
+        metrics = {**figures, "lr": lr,
+                   "images_per_sec": num_steps * self.config.global_batch / elapsed,
+                   "step_time": elapsed / max(num_steps, 1),
+                   # Share of the loop's time spent in next(iterator); under the parameter-
+                   # server executor, summed over the workers' calls: each worker's share.
+                   "input_wait": min(max(waited / busy, 0.0), 1.0) if busy > 0 else 0.0}
+        if sums[5]:   # steps whose loss was not finite (and were not skipped)
+            metrics["nonfinite_steps"] = int(sums[5])
+        if self.config.skip_nonfinite:
+            metrics["skipped_steps"] = round(sums[4] / self.strategy.num_replicas_in_sync)
+            metrics["skipped_in_a_row"] = int(sums[6])
+        return metrics
 
     def synchronize(self) -> None:
         """Make every replica's non-trainable state equal (before a checkpoint or eval)."""
@@ -275,6 +354,20 @@ class IdTap:
     def take(self) -> list[list[int]]:
         taken, self._steps = self._steps, []
         return taken
+
+
+def _apply_unless(skip, apply, grads) -> None:
+    """`apply(grads)` unless `skip`, as Keras' LossScaleOptimizer does it: where the
+    optimizer syncs through a merge_call, the cond must sit in the cross-replica context."""
+    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+        tf.cond(skip, lambda: None, lambda: apply(grads))
+        return
+
+    def cross_replica(distribution, skip, grads):
+        tf.cond(distribution.experimental_local_results(skip)[0], lambda: None,
+                lambda: distribution.extended.call_for_each_replica(apply, args=(grads,)))
+
+    tf.distribute.get_replica_context().merge_call(cross_replica, args=(skip, grads))
 
 
 def evaluate_model(model, dataset, num_classes: int) -> dict[str, float]:

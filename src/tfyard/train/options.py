@@ -63,6 +63,13 @@ def _finite(value) -> float:
     return number
 
 
+def nonnegative_int(value) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{value} must be an integer >= 0")
+    return number
+
+
 def positive_float(value) -> float:
     number = _finite(value)
     if number <= 0:
@@ -87,6 +94,17 @@ def fraction(value) -> float:
 def epoch_list(value) -> tuple[float, ...]:
     parts = value.split(",") if isinstance(value, str) else value
     return tuple(nonnegative_float(x) for x in parts if str(x).strip())
+
+
+def step_range(value) -> tuple[int, int]:
+    """`A,B` (or a pair): steps A to B, 1 <= A < B."""
+    parts = [x for x in (value.split(",") if isinstance(value, str) else value) if str(x).strip()]
+    if len(parts) != 2:
+        raise ValueError(f"{value} must be two steps A,B")
+    first, last = (int(x) for x in parts)
+    if not 1 <= first < last:
+        raise ValueError(f"{value} must be steps A,B with 1 <= A < B")
+    return first, last
 
 
 def flag_type(check: Callable) -> Callable:
@@ -175,6 +193,10 @@ class TrainOptions:
                                    help="compile the step with XLA (default: on where safe, as "
                                    "Keras fit does; off for parameter-server and synchronized "
                                    "batch norm); --no_jit_compile never")
+    skip_nonfinite_steps: int = opt(0, check=nonnegative_int, help="N > 0: skip each update "
+                                    "whose loss or gradients are not finite (float16 loss "
+                                    "scaling already does) and stop after N in a row; 0 "
+                                    "(default): a non-finite loss stops the run")
     sync_batch_norm: bool = opt(False, help="batch-norm statistics over all replicas")
     zero_init_residual: bool = opt(False, help="zero the last batch-norm gamma of each "
                                    "residual block")
@@ -201,6 +223,9 @@ class TrainOptions:
     export: bool = opt(True, negate=("--no_export",), group=RUN,
                        help="write export/ at the end (default); --no_export skips it")
     quiet: bool = opt(False, group=RUN, help="warnings only, no progress output")
+    profile_steps: tuple[int, int] | None = opt(
+        None, check=step_range, group=RUN, help="A,B: a TensorBoard profiler trace of steps A "
+        "to B in <log_dir>/train (chief or single process)")
 
     def __post_init__(self):
         for f in fields(self):

@@ -1,9 +1,15 @@
-"""The layout of a run's `output_dir`, and the checks `tfyard evaluate` can make before it
-imports TensorFlow (so a wrong directory answers in one line, at once).
+"""The layout of a run's `output_dir`, the checks `tfyard evaluate` and a rerun can make
+before TensorFlow is imported (so a wrong directory answers in one line, at once), and the
+one tolerant reader of the run files.
+
+A process killed mid-write can leave a torn last line in `metrics.jsonl`; readers skip an
+unparseable line with one warning, and `Reporter` starts its next record on a fresh line.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 
 from tfyard.errors import UserError
@@ -14,6 +20,83 @@ SUMMARY = "summary.json"
 CHECKPOINTS = "checkpoints"
 EXPORT = "export"
 EXPORTED_MODEL = os.path.join(EXPORT, "model.keras")
+METRICS = "metrics.jsonl"
+
+log = logging.getLogger("tfyard")
+
+
+def _read_text(path: str) -> str:
+    if is_remote(path):
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(path) as handle:
+            return handle.read()
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def read_json_lines(path: str) -> list[dict]:
+    """The JSON objects of a JSON-lines file (`metrics.jsonl`); lines that do not parse (torn
+    by a kill) are skipped with one warning. A whole JSON file reads as one object."""
+    records, torn = [], []
+    text = _read_text(path)
+    try:
+        whole = json.loads(text)
+        return [whole] if isinstance(whole, dict) else []
+    except ValueError:
+        pass
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            torn.append(number)
+    if torn:
+        log.warning(f"tfyard: warning: {path}: skipped {len(torn)} torn line(s) (line "
+                    f"{', '.join(map(str, torn[:5]))}), left by a process killed mid-write")
+    return records
+
+
+def read_run(output_dir: str) -> dict | None:
+    """run.json of `output_dir`: None if there is none, or if it cannot be read (a warning)."""
+    path = os.path.join(output_dir, RUN_FILE)
+    if not _exists(path):
+        return None
+    records = read_json_lines(path)
+    return records[-1] if records else None
+
+
+def _exists(path: str) -> bool:
+    if is_remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(path)
+    return os.path.exists(path)
+
+
+def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int) -> None:
+    """A rerun must train what `output_dir` holds: the same model, dataset and class count."""
+    run = read_run(output_dir)
+    if not run:
+        return
+    from tfyard.models import get_spec
+
+    try:
+        before = get_spec(run.get("model", model)).name
+    except Exception:  # noqa: BLE001 - a model this version no longer knows
+        before = run.get("model")
+    classes = run.get("num_classes", num_classes)
+    if (before, run.get("dataset", dataset), classes) == (model, dataset, num_classes):
+        return
+    raise UserError(
+        f"output_dir {output_dir} holds a run of {before} on {run.get('dataset')} "
+        f"({'?' if 'num_classes' not in run else classes} classes); this run is {model} on "
+        f"{dataset} ({num_classes} classes): use a new --output_dir")
 
 
 def require_run(output_dir: str, use_export: bool = False) -> None:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from tfyard.errors import UserError
+from tfyard.train import outputs
 
 
 def read_metrics(output_dir: str) -> list[dict]:
-    path = os.path.join(output_dir, "metrics.jsonl")
+    path = os.path.join(output_dir, outputs.METRICS)
     if not os.path.exists(path):
         raise UserError(f"{path} not found; point --output_dir at a directory written by "
                         "`tfyard train`")
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return outputs.read_json_lines(path)
 
 
 def plot_run(output_dir: str) -> str:
@@ -25,8 +24,8 @@ def plot_run(output_dir: str) -> str:
     from matplotlib import pyplot as plt
 
     records = read_metrics(output_dir)
-    train = [r for r in records if r["kind"] == "train"]
-    evals = [r for r in records if r["kind"] == "eval"]
+    train = [r for r in records if r.get("kind") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval"]
     if not train:
         raise UserError(f"{output_dir}/metrics.jsonl has no training reports yet")
     steps = [r["step"] for r in train]

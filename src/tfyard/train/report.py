@@ -20,11 +20,27 @@ def write_json_atomic(path: str, payload: dict) -> None:
     tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
+def _ends_torn(path: str) -> bool:
+    """Whether `path` exists and its last line has no newline (a write cut short)."""
+    if not tf.io.gfile.exists(path):
+        return False
+    size = tf.io.gfile.stat(path).length
+    if size == 0:
+        return False
+    with tf.io.gfile.GFile(path, "rb") as handle:
+        handle.seek(size - 1)
+        return handle.read(1) != b"\n"
+
+
 class Reporter:
     """Appends each report to `<name>.jsonl` and to TensorBoard under `log_dir`."""
 
     def __init__(self, output_dir: str, log_dir: str, name: str = "metrics"):
-        self._jsonl = tf.io.gfile.GFile(os.path.join(output_dir, f"{name}.jsonl"), "a")
+        path = os.path.join(output_dir, f"{name}.jsonl")
+        torn = _ends_torn(path)
+        self._jsonl = tf.io.gfile.GFile(path, "a")
+        if torn:  # a record cut short by a kill: the next one starts on a fresh line
+            self._jsonl.write("\n")
         # The chief logs to logs/train and logs/eval; a side-car to logs/<name>.
         self._writers = {
             kind: tf.summary.create_file_writer(

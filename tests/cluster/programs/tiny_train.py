@@ -19,8 +19,7 @@ def main(out_dir: str, steps: int) -> None:
     cluster = load_cluster_config()
     plan = strategies.choose(cluster, 0)
     if plan.behaviour == "serve":
-        strategies.serve(cluster, startup_timeout=120)
-        return
+        sys.exit(strategies.serve(cluster, startup_timeout=120))
     import keras
     import numpy as np
     import tensorflow as tf

@@ -36,8 +36,8 @@ if args.pid_dir:
 plan = strategies.choose(cluster, num_gpus=0)
 print(f"{me}: {plan.behaviour} with {plan.strategy}", flush=True)
 if plan.behaviour == "serve":
-    strategies.serve(cluster, startup_timeout=float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 60)))
-    sys.exit(0)
+    sys.exit(strategies.serve(
+        cluster, startup_timeout=float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 60))))
 
 summary_path = os.path.join(args.output_dir, "summary.json")
 chief_dir = os.path.join(args.output_dir, "checkpoints")

@@ -1,0 +1,116 @@
+"""A long run survives what long runs meet: divergence, broken checkpoints, torn run files,
+and a rerun into the wrong directory. Real `tfyard train` runs on the bundled digits."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.train.conftest import FAST, read_json, read_jsonl
+
+FLAGS = [*FAST, "--no_export", "--checkpoint_every_steps", "5"]
+
+
+def tfyard_train(out: Path, work: Path, *extra):
+    return run_tfyard("train", *FLAGS, "--output_dir", out, "--work_dir", work, *extra)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file() and "logs" not in p.parts}
+
+
+def one_line_error(result) -> str:
+    """The refusal: exit 2, at most 3 lines on stderr, no traceback; its last line."""
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert len(lines) <= 3 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert lines[-1].startswith("tfyard: error: ")
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def ten_steps(tmp_path_factory, digits_work) -> Path:
+    """A finished 10-step run with checkpoints at steps 5 and 10; tests copy it."""
+    out = tmp_path_factory.mktemp("ten-steps") / "out"
+    result = tfyard_train(out, digits_work, "--train_steps", "10")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+@pytest.fixture
+def run_dir(ten_steps, tmp_path) -> Path:
+    shutil.copytree(ten_steps, tmp_path / "out")
+    return tmp_path / "out"
+
+
+def test_divergence_stops_at_its_step_and_never_costs_the_last_finite_checkpoint(
+        run_dir, digits_work):
+    checkpoints = snapshot(run_dir / "checkpoints")
+    # lr 1e6 takes the loss to nan within a few steps (inf first, then nan).
+    result = tfyard_train(run_dir, digits_work, "--learning_rate", "1e6", "--train_steps", "30",
+                          "--keep_checkpoints", "1")
+    line = one_line_error(result)
+    assert line.startswith("tfyard: error: training diverged at step 1") and ": loss nan" in line
+    step = int(line.split("at step ")[1].split(":")[0])
+    assert 11 <= step <= 15, line   # the chunk that went non-finite is named, not its end
+    assert f"(last finite checkpoint: {run_dir}/checkpoints/ckpt-10 kept)" in line
+    assert snapshot(run_dir / "checkpoints") == checkpoints   # nothing saved, nothing rotated
+    evaluated = run_tfyard("evaluate", "--output_dir", run_dir)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "ckpt-10" in evaluated.stdout
+
+
+
+def test_skipping_non_finite_steps_skips_them_then_stops(tmp_path, digits_work):
+    # From scratch at lr 1e3 the loss grows finite for 5 steps, then every step is non-finite.
+    skipping = run_tfyard("train", *FAST, "--no_export", "--output_dir", tmp_path, "--work_dir",
+                          digits_work, "--learning_rate", "1e3", "--train_steps", "30",
+                          "--skip_nonfinite_steps", "10")
+    line = one_line_error(skipping)
+    assert line.startswith("tfyard: error: training diverged by step 15: the last 10 steps had "
+                           "a non-finite loss or gradients and were skipped "
+                           "(--skip_nonfinite_steps 10)")
+    records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert [(r["step"], r["skipped_steps"]) for r in records] == [(5, 0), (10, 5)]
+    assert not (tmp_path / "checkpoints" / "checkpoint").exists()   # nothing non-finite saved
+
+
+def test_an_unreadable_latest_checkpoint_falls_back_and_none_readable_is_one_line(
+        run_dir, digits_work):
+    data = run_dir / "checkpoints" / "ckpt-10.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:1000])    # a full disk cut the copy short
+    metrics = run_dir / "metrics.jsonl"
+    metrics.write_text(metrics.read_text() + '{"kind": "train", "step": 11, "lo')  # a torn line
+    resumed = tfyard_train(run_dir, digits_work, "--train_steps", "15")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    warnings = [line for line in resumed.stdout.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "ckpt-10 is unreadable" in warnings[0], resumed.stdout
+    summary = read_json(run_dir / "summary.json")
+    assert (summary["resumed_from_step"], summary["final_step"]) == (5, 15)
+    lines = metrics.read_text().splitlines()
+    assert lines[-4].endswith('"lo') and '"step": 10' in lines[-5]   # the next run's on a new line
+    plotted = run_tfyard("plot", "--output_dir", run_dir)
+    assert plotted.returncode == 0 and (run_dir / "curves.png").exists(), plotted.stderr
+    assert "skipped 1 torn line(s)" in plotted.stdout + plotted.stderr
+
+    for data in (run_dir / "checkpoints").glob("*.data-*"):
+        data.write_bytes(b"garbage")
+    before = snapshot(run_dir)
+    broken = tfyard_train(run_dir, digits_work, "--train_steps", "20")
+    line = one_line_error(broken)
+    assert "none of the" in line and "can be read" in line
+    assert snapshot(run_dir) == before
+
+
+def test_a_rerun_with_another_model_is_refused_before_anything_changes(run_dir, digits_work):
+    before = snapshot(run_dir)
+    result = tfyard_train(run_dir, digits_work, "--model", "mnist_mlp", "--train_steps", "20")
+    line = one_line_error(result)
+    assert line == (f"tfyard: error: output_dir {run_dir} holds a run of cifar_resnet20 on digits "
+                    "(10 classes); this run is mnist_mlp on digits (10 classes): use a new "
+                    "--output_dir")
+    assert snapshot(run_dir) == before

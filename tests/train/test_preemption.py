@@ -1,0 +1,87 @@
+"""PreemptionAction in-process on the toy model: a SIGTERM during a chunk stops the run after
+that chunk and saves there, a real signal sets the flag, and a rerun resumes at that step."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import tensorflow as tf
+
+from tests.train.toy import toy_trainer
+from tfyard.train import preemption
+from tfyard.train.actions import CheckpointAction
+from tfyard.train.checkpoint import Checkpoints
+from tfyard.train.controller import Callback, Controller
+from tfyard.train.preemption import PREEMPTED, PreemptionAction
+
+
+def controller(directory, signal_at=None, every=10):
+    trainer = toy_trainer(steps_per_loop=2)
+    checkpoints = Checkpoints(str(directory), True, 5, model=trainer.model,
+                              optimizer=trainer.optimizer, step=trainer.step)
+    restored = checkpoints.restore_latest()
+    flag = {"set": False}
+
+    def chunk_end(state):  # runs before the action: as if SIGTERM came during this chunk
+        flag["set"] = flag["set"] or state.step == signal_at
+
+    actions = [Callback(on_chunk_end=chunk_end), CheckpointAction(checkpoints, every),
+               PreemptionAction(tf.distribute.get_strategy(), checkpoints,
+                                trainer.synchronize, flag=lambda: flag["set"])]
+    return Controller(trainer, 20, 100, actions), restored
+
+
+def test_preempted_mid_interval_saves_at_that_step_and_the_rerun_resumes_there(tmp_path):
+    state = controller(tmp_path, signal_at=6)[0].run()
+    assert (state.step, state.stop_reason) == (6, PREEMPTED)
+    assert state.outputs["checkpoint"].endswith("ckpt-6")
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-6")
+    rerun, restored = controller(tmp_path)
+    assert restored.endswith("ckpt-6") and rerun.state.start_step == 6  # 0 steps lost
+    state = rerun.run()
+    assert (state.step, state.stop_reason) == (20, None)
+
+
+def test_preempted_at_a_boundary_saves_once(tmp_path):
+    state = controller(tmp_path, signal_at=10)[0].run()
+    assert (state.step, state.stop_reason) == (10, PREEMPTED)
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-10.index"]
+
+
+def test_a_signal_at_the_last_chunk_is_a_finished_run(tmp_path):
+    state = controller(tmp_path, signal_at=20)[0].run()
+    assert (state.step, state.stop_reason) == (20, None)
+
+
+@pytest.fixture
+def handler():
+    previous = signal.getsignal(signal.SIGTERM)
+    preemption.reset()
+    preemption.install()
+    yield
+    signal.signal(signal.SIGTERM, previous)
+    preemption.reset()
+
+
+def test_sigterm_only_sets_the_flag_and_exit_says_143(handler, caplog):
+    assert not preemption.requested()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert preemption.requested()  # and the process is still here
+    with pytest.raises(SystemExit) as exited:
+        preemption.exit_preempted(7)
+    assert exited.value.code == 143
+    assert caplog.messages == ["tfyard: preempted at step 7; saved checkpoint ckpt-7; rerun "
+                               "to resume (exit 143)"]
+
+
+def test_a_lost_parameter_server_is_one_line():
+    from tfyard.train.loop import parameter_server_loss
+
+    error = tf.errors.UnavailableError(None, None, "failed to connect; from remote target "
+                                       "/job:ps/replica:0/task:1 while calling Enqueue")
+    with pytest.raises(SystemExit) as exited, parameter_server_loss():
+        raise error
+    assert str(exited.value.code).startswith("tfyard: error: lost ps:1 (UnavailableError); ")
+    assert "\n" not in str(exited.value.code)
