@@ -112,10 +112,11 @@ class CoordinatorExecutor:
         """(metric sums, steps run). At most two closures per worker wait or run at a time,
         so every worker stays busy, and scheduling stops early once SIGTERM asked to preempt.
         """
-        futures, done, in_flight = [], 0, 2 * self.workers
+        futures, done, waited, in_flight = [], 0, 0, 2 * self.workers
         while done < steps and not (futures and preemption.requested()):
-            if len(futures) >= in_flight:
-                futures[len(futures) - in_flight].fetch()  # wait for the oldest running one
+            if len(futures) - waited >= in_flight:
+                futures[waited].fetch()  # wait for the oldest one not yet waited for
+                waited += 1
                 continue
             n = min(steps_per_loop, steps - done)
             futures.append(self.coordinator.schedule(loop_fn, args=(iterator, tf.constant(n))))
