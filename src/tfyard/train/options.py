@@ -49,13 +49,6 @@ RECIPES = {
 # --- value checks: each takes a parsed value and returns it, or raises ValueError ---------
 
 
-def positive_int(value) -> int:
-    number = int(value)
-    if number <= 0:
-        raise ValueError(f"{value} must be a positive integer")
-    return number
-
-
 def _finite(value) -> float:
     number = float(value)
     if not math.isfinite(number):
@@ -63,32 +56,23 @@ def _finite(value) -> float:
     return number
 
 
-def nonnegative_int(value) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError(f"{value} must be an integer >= 0")
-    return number
+def _ranged(name: str, convert, within, rule: str):
+    """A check named `name` (argparse shows it): `convert`, then refuse what is not `within`."""
+    def check(value):
+        number = convert(value)
+        if not within(number):
+            raise ValueError(f"{value} must be {rule}")
+        return number
+
+    check.__name__ = name
+    return check
 
 
-def positive_float(value) -> float:
-    number = _finite(value)
-    if number <= 0:
-        raise ValueError(f"{value} must be > 0")
-    return number
-
-
-def nonnegative_float(value) -> float:
-    number = _finite(value)
-    if number < 0:
-        raise ValueError(f"{value} must be >= 0")
-    return number
-
-
-def fraction(value) -> float:
-    number = _finite(value)
-    if not 0 <= number < 1:
-        raise ValueError(f"{value} must be in [0, 1)")
-    return number
+positive_int = _ranged("positive_int", int, lambda n: n > 0, "a positive integer")
+nonnegative_int = _ranged("nonnegative_int", int, lambda n: n >= 0, "an integer >= 0")
+positive_float = _ranged("positive_float", _finite, lambda n: n > 0, "> 0")
+nonnegative_float = _ranged("nonnegative_float", _finite, lambda n: n >= 0, ">= 0")
+fraction = _ranged("fraction", _finite, lambda n: 0 <= n < 1, "in [0, 1)")
 
 
 def epoch_list(value) -> tuple[float, ...]:

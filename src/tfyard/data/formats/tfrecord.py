@@ -12,7 +12,7 @@ import re
 
 from tfyard.data.formats.base import DatasetInfo, Record, check_label, find_files, require_dir
 from tfyard.data.formats.framing import CHECKSUM, log, record_counts, walk
-from tfyard.errors import UserError
+from tfyard.errors import UserError, plain_op_error
 
 IMAGENET_COUNTS = {"train": 1_281_167, "validation": 50_000}
 _PATTERNS = {
@@ -233,7 +233,7 @@ def _scan_record(path, index, record, num_classes, offset, decode) -> Record:
         label = int(label) + offset
         shape = _image_shape(encoded, decode)
     except tf.errors.OpError as exc:
-        return Record(path, index, problem=f"cannot decode: {exc.message.splitlines()[0]}")
+        return Record(path, index, problem=f"cannot decode: {plain_op_error(exc)}")
     size = (int(shape[0]), int(shape[1]))
     return Record(path, index, label, size, check_label(label, num_classes))
 
