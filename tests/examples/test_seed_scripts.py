@@ -16,7 +16,8 @@ from tests.train.conftest import read_json
 from tfyard.launch.ports import reserved_ports
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SMALL = ["--num_gpus=0", "--train_steps=4", "--steps_per_loop=2", "--quiet", "--no_export"]
+SMALL = ["--num_gpus=0", "--train_steps=4", "--steps_per_loop=2", "--quiet", "--no_export",
+         "--no_jit_compile"]  # XLA compile time dominates 4 steps on 2 cores
 
 
 def script(name, *args, env=None, timeout=600):

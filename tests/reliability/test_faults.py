@@ -39,13 +39,9 @@ def unkilled(tmp_path_factory, digits_work):
     return read_json(out / "summary.json")
 
 
-@pytest.mark.parametrize("layout, victim", [
-    (["--workers", "2"], ("worker", 1)),
-    (["--chief", "--workers", "1"], ("chief", 0)),
-])
-def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, unkilled,
-                                                       layout, victim):
-    proc = start_job(tmp_path, digits_work, layout, *STEPS)
+def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, unkilled):
+    victim = ("worker", 1)
+    proc = start_job(tmp_path, digits_work, ["--workers", "2"], *STEPS)
     killed_at = kill_after_checkpoint(proc, tmp_path, *victim, at_least=10)
     output = proc.communicate(timeout=600)[0]
     launcher = "\n".join(line for line in output.splitlines() if line.startswith("tfyard:"))
@@ -56,8 +52,7 @@ def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, un
     assert summary["final_step"] == 40
     assert killed_at <= summary["resumed_from_step"] < 40
     assert summary["resumed_from_step"] % 10 == 0      # a checkpoint, at most one interval lost
-    # exact resume: the weights of the unbroken run (a chief + worker job is the same
-    # two-member all-reduce as two workers), so its evaluation too
+    # exact resume: the weights of the unbroken run, so its evaluation too
     assert summary["weights_digest"] == unkilled["weights_digest"]
     assert summary["eval"] == unkilled["eval"]
 

@@ -28,7 +28,7 @@ from tfyard.train.report import Reporter
 RUN = ["--model", "cifar_resnet20", "--dataset", "digits", "--image_size", "16",
        "--batch_size", "128", "--learning_rate", "0.05", "--num_gpus", "0", "--seed", "3",
        "--steps_per_loop", "5", "--train_steps", "14", "--eval_every_epochs", "1",
-       "--no_export"]
+       "--no_export", "--no_jit_compile"]
 PLAIN = re.compile(r"step \d+/14 epoch \d\.\d\d lr \S+ loss \d+\.\d{4} top1 \d\.\d{4} "
                    r"\d+ img/s wait \d+%")
 ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

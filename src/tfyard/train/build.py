@@ -130,8 +130,9 @@ def resume_settings(options: TrainOptions, plan, cluster, run: Prepared) -> dict
         "seed": options.seed, "strategy": plan.strategy, "replicas": run.replicas,
         "members": max(cluster.num_workers, 1), "dtype": options.dtype,
         "jit_compile": run.trainer.config.jit_compile, "global_batch": numbers.global_batch,
-        "total_steps": numbers.total_steps, "data_threads": options.data_threads,
-        **machine_settings()}
+        "data_threads": options.data_threads, **machine_settings()}
+    if numbers.lr_schedule == "cosine":  # the only schedule that depends on the run's length
+        settings["total_steps"] = numbers.total_steps
     if run.trainer.executor.needs_statistics_sync(run.model):
         # replicas average their batch-norm statistics at every boundary
         everies = {numbers.steps_per_epoch, options.checkpoint_every_steps, run.eval_every_steps}
