@@ -26,7 +26,7 @@ STEPS = ["--train_steps", "60", "--checkpoint_every_steps", "10", "--no_export"]
 # A model with Dropout, so the Keras seed-generator states must come back with the weights.
 DROPOUT = ["--model", "mnist_cnn", "--image_size", "28"]
 MIRRORED = ["--ds", "mirrored", "--cpu_replicas", "2"]
-# ResNet-20: its replicas average batch-norm statistics at every boundary (5, 10, 15, 20).
+# ResNet-8: its replicas average batch-norm statistics at every boundary (5, 10, 15, 20).
 MIRRORED_STEPS = ["--train_steps", "20", "--checkpoint_every_steps", "5", "--no_export"]
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tfyard.errors import UserError
 
 IMAGENET_DEPTHS = (18, 34, 50, 101, 152, 200)
-CIFAR_DEPTHS = (20, 32, 44, 56, 110)
+CIFAR_DEPTHS = (8, 20, 32, 44, 56, 110)
 DEFAULT_NUM_CLASSES = {"imagenet": 1000, "slim": 1000, "cifar": 10, "mnist": 10}
 
 

@@ -197,23 +197,28 @@ def machine_settings() -> dict:
     }
 
 
-# How each recorded setting reads in the one-line warning.
+# How each recorded setting reads in the one-line warning: a format string, or a function.
 _WORDS = {
     "seed": lambda v: "no seed" if v is None else f"seed {v}",
-    "strategy": lambda v: f"the {v} strategy",
+    "strategy": "the {} strategy",
     "replicas": lambda v: f"{v} replica{'s' if v != 1 else ''}",
     "members": lambda v: f"{v} member process{'es' if v != 1 else ''}",
-    "dtype": lambda v: f"dtype {v}",
+    "dtype": "dtype {}",
     "jit_compile": lambda v: f"XLA {'on' if v else 'off'}",
-    "global_batch": lambda v: f"global batch {v}",
-    "total_steps": lambda v: f"{v} total steps",
-    "sync_every": lambda v: f"boundaries every {v} steps",
+    "global_batch": "global batch {}",
+    "total_steps": "{} total steps",
+    "sync_every": "boundaries every {} steps",
     "data_threads": lambda v: f"--data_threads {v or 'AUTOTUNE'}",
-    "cpus": lambda v: f"{v} CPUs",
-    "intra_op_threads": lambda v: f"{v} intra-op threads",
-    "inter_op_threads": lambda v: f"{v} inter-op threads",
-    "tensorflow": lambda v: f"TensorFlow {v}",
+    "cpus": "{} CPUs",
+    "intra_op_threads": "{} intra-op threads",
+    "inter_op_threads": "{} inter-op threads",
+    "tensorflow": "TensorFlow {}",
 }
+
+
+def _say(key: str, value) -> str:
+    words = _WORDS[key]
+    return words.format(value) if isinstance(words, str) else words(value)
 
 
 def meta_path(checkpoint_path: str) -> str:
@@ -261,8 +266,8 @@ def settings_difference(current: dict, saved: dict | None) -> str | None:
     keys = [k for k in _WORDS if k in saved and k in current and saved[k] != current[k]]
     if not keys:
         return None
-    now = " and ".join(_WORDS[k](current[k]) for k in keys)
-    then = " and ".join(_WORDS[k](saved[k]) for k in keys)
+    now = " and ".join(_say(k, current[k]) for k in keys)
+    then = " and ".join(_say(k, saved[k]) for k in keys)
     return (f"tfyard: warning: resuming with {now}, the checkpoint was written with {then}: "
             "the run will not be bit-identical to an unbroken one")
 def _float_variables(trackable) -> list:
