@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import run_tfyard
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
-from tests.train.conftest import read_json, read_jsonl
+from tests.train.conftest import assert_learned, read_json, read_jsonl
 from tests.train.test_clusters import ASYNC
 
 pytestmark = pytest.mark.cluster
@@ -59,7 +59,10 @@ def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, un
 
 def test_killed_parameter_server_worker_is_replaced_without_a_job_restart(tmp_path,
                                                                          digits_work):
-    proc = start_job(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1"],
+    """The PS job with an evaluator side-car trains to the end and learns although a worker
+    is SIGKILLed on the way."""
+    proc = start_job(tmp_path, digits_work,
+                     ["--chief", "--workers", "2", "--ps", "1", "--evaluator"],
                      *ASYNC, "--train_steps", "80", "--checkpoint_every_steps", "20")
     kill_after_checkpoint(proc, tmp_path, "worker", 1)
     output = proc.communicate(timeout=600)[0]
@@ -67,9 +70,17 @@ def test_killed_parameter_server_worker_is_replaced_without_a_job_restart(tmp_pa
     assert "worker:1 failed with signal SIGKILL; restarting it alone" in output
     assert "restarting the job" not in output
     summary = read_json(tmp_path / "summary.json")
+    assert summary["strategy"] == "parameter_server"
     assert summary["final_step"] == 80 and summary["resumed_from_step"] == 0
-    steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert_learned(tmp_path)
+    train = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    steps = [r["step"] for r in train]
     assert steps == sorted(set(steps)) and steps[-1] == 80
+    # The input-wait probe runs on the workers and comes back through the closures.
+    assert all(0.0 <= r["input_wait"] <= 1.0 for r in train)
+    evaluated = read_jsonl(tmp_path / "evaluator.jsonl")
+    assert evaluated and evaluated[-1]["step"] == 80 and evaluated[-1]["kind"] == "eval"
+    assert list((tmp_path / "logs" / "evaluator").glob("events.out.tfevents.*"))
 
 
 def test_a_member_that_never_comes_up_is_named(tmp_path):

@@ -1,4 +1,6 @@
-"""`tfyard train` as members of real clusters started by `tfyard launch local`."""
+"""`tfyard train` as members of real clusters started by `tfyard launch local`. The
+parameter-server job (with an evaluator, and a worker killed on the way) is
+`tests/reliability/test_faults.py::test_killed_parameter_server_worker_is_replaced_without_a_job_restart`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import sys
 import pytest
 
 from tests.conftest import run_tfyard
-from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
+from tests.train.conftest import FAST, assert_learned, read_json
 
 pytestmark = pytest.mark.cluster
 # Asynchronous updates from two workers add their own momentum to SGD's (Mitliagkas et al.
@@ -32,17 +34,3 @@ def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work
     assert first["final_step"] == second["final_step"] == 40
     assert first["weights_digest"] == second["weights_digest"]
     assert_learned(tmp_path)
-
-
-def test_parameter_server_cluster_with_evaluator(tmp_path, digits_work):
-    launch(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1", "--evaluator"],
-           *ASYNC, "--train_steps", "80", "--checkpoint_every_steps", "20")
-    summary = read_json(tmp_path / "summary.json")
-    assert summary["strategy"] == "parameter_server" and summary["final_step"] == 80
-    assert_learned(tmp_path)
-    # The input-wait probe runs on the workers and comes back through the closures.
-    train = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
-    assert all(0.0 <= r["input_wait"] <= 1.0 for r in train)
-    evaluated = read_jsonl(tmp_path / "evaluator.jsonl")
-    assert evaluated and evaluated[-1]["step"] == 80 and evaluated[-1]["kind"] == "eval"
-    assert list((tmp_path / "logs" / "evaluator").glob("events.out.tfevents.*"))

@@ -79,17 +79,6 @@ def test_plot_writes_curves(finished_run):
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
-def test_resume_continues_from_the_last_checkpoint(tmp_path, digits_work):
-    train(tmp_path, digits_work, "--train_steps", "20", "--no_export")
-    first = read_json(tmp_path / "summary.json")
-    assert first["final_step"] == 20
-    train(tmp_path, digits_work, "--train_steps", "30", "--no_export")
-    second = read_json(tmp_path / "summary.json")
-    assert second["resumed_from_step"] == 20 and second["final_step"] == 30
-    steps = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
-    assert steps == [5, 10, 15, 20, 25, 30]
-
-
 def test_mirrored_over_two_logical_cpus(tmp_path, digits_work):
     train(tmp_path, digits_work, "--train_steps", "50", "--ds", "mirrored",
           "--cpu_replicas", "2", "--no_export", "--eval_every_epochs", "100")

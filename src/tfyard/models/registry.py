@@ -2,7 +2,8 @@
 
 Naming scheme (one flat namespace, no clashes):
 - `resnet18 ... resnet200`: ResNet v1.5 for ImageNet (`--resnet_size=N` maps to `resnetN`).
-- `cifar_resnet20 ... cifar_resnet110`: the CIFAR ResNets of He et al. (depth 6n+2).
+- `cifar_resnet8 ... cifar_resnet110`: the CIFAR ResNets of He et al. (depth 6n+2; 8 is the
+  smallest, one block per stage, for quick checks).
 - `mnist_cnn`, `mnist_mlp`: the Keras MNIST examples.
 - TF-Slim names (`vgg_19`, `inception_v3`, `resnet_v2_50`, ...): Keras applications.
 """
