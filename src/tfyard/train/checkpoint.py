@@ -8,7 +8,7 @@ leaves the previous checkpoint as the latest.
 Exact resume (issue 14) needs two more things than the model and optimizer: the Keras 3
 seed-generator states (Dropout and other random layers), which `tf.train.Checkpoint(model=)`
 does not reach (`seed_states` lists them as extra trackables), and the settings that decide
-the bits of a step, kept in `ckpt-N.meta.json` beside each checkpoint (`Settings`), so a
+the bits of a step, kept in `ckpt-N.meta.json` beside each checkpoint (`SettingsAction`), so a
 resume with other settings warns in one line.
 
 A restore walks the checkpoints newest first: one that cannot be read (a truncated `.data`
