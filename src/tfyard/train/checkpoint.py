@@ -8,7 +8,7 @@ leaves the previous checkpoint as the latest.
 Exact resume (issue 14) needs two more things than the model and optimizer: the Keras 3
 seed-generator states (Dropout and other random layers), which `tf.train.Checkpoint(model=)`
 does not reach (`seed_states` lists them as extra trackables), and the settings that decide
-the bits of a step, kept in `ckpt-N.meta.json` beside each checkpoint (`SettingsAction`), so a
+the bits of a step, written by every save into `ckpt-N.meta.json` beside the checkpoint, so a
 resume with other settings warns in one line.
 
 A restore walks the checkpoints newest first: one that cannot be read (a truncated `.data`
@@ -33,7 +33,6 @@ import tempfile
 import tensorflow as tf
 
 from tfyard.errors import UserError
-from tfyard.train.controller import Action, RunState
 from tfyard.train.guards import diverged
 
 log = logging.getLogger("tfyard")
@@ -121,6 +120,7 @@ class Checkpoints:
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._own_dir,
                                                   max_to_keep=max_to_keep)
         self._variables = [v for t in trackables.values() for v in _float_variables(t)]
+        self.settings: dict | None = None  # written beside each save to checkpoints/
 
     def restore_latest(self) -> str | None:
         """Restore the chief's newest readable checkpoint; return its path, or None when
@@ -155,13 +155,16 @@ class Checkpoints:
                 not math.isfinite(loss) else f"by step {step}: a weight is not finite"
             raise diverged(f"{what}, so it was not saved", None, self.latest())
         try:
-            return self.manager.save(checkpoint_number=step)
+            path = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as exc:
             raise UserError(
                 f"cannot write checkpoint at step {step} to {self._own_dir} "
                 f"({_first_line(exc)}); free space or choose a writable "
                 "--output_dir (earlier checkpoints are untouched)"
             ) from None
+        if self.settings and self._own_dir == self.directory:
+            write_settings(path, step, self.settings)
+        return path
 
     def close(self) -> None:
         if self._own_dir != self.directory:
@@ -243,20 +246,6 @@ def read_settings(checkpoint_path: str) -> dict | None:
             return json.load(handle)
     except (OSError, ValueError):
         return None
-
-
-class SettingsAction(Action):
-    """After each checkpoint the chief saves, writes the run's settings beside it."""
-
-    def __init__(self, settings: dict):
-        self.settings = settings
-        self._written = None
-
-    def on_boundary(self, state: RunState) -> None:
-        path = state.outputs.get("checkpoint")
-        if path and path != self._written:
-            write_settings(path, state.step, self.settings)
-            self._written = path
 
 
 def settings_difference(current: dict, saved: dict | None) -> str | None:

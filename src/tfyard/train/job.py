@@ -76,7 +76,6 @@ def train(options: TrainOptions) -> dict | None:
 def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
     """The Controller with this process's actions; the checkpoint is restored first."""
     from tfyard.train import actions
-    from tfyard.train.checkpoint import SettingsAction
     from tfyard.train.console import Console
     from tfyard.train.controller import Controller
     from tfyard.train.export import export_model
@@ -85,14 +84,12 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
     from tfyard.train.report import Reporter
 
     writes = cluster.is_coordinator
-    checkpoints, restored, settings = _restore(options, plat, cluster, plan, run, info)
+    checkpoints, restored = _restore(options, plat, cluster, plan, run, info)
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
             DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
             PreemptionAction(run.strategy, checkpoints, run.trainer.synchronize)]
-    if writes and settings:
-        todo.append(SettingsAction(settings))
     if options.record_example_ids:
         todo.append(_example_id_log(plat, cluster, run.trainer))
     if writes:
@@ -110,8 +107,9 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
 
 
 def _restore(options, plat, cluster, plan, run, info):
-    """Checkpoints (model, optimizer, step and the Keras seed states), the newest restored,
-    and the settings to record with each; a resume with other settings warns in one line."""
+    """Checkpoints (model, optimizer, step and the Keras seed states, and the settings every
+    save records beside them), the newest restored; a resume with other settings warns in
+    one line."""
     from tfyard.train.build import resume_settings
     from tfyard.train.checkpoint import (
         Checkpoints,
@@ -132,12 +130,12 @@ def _restore(options, plat, cluster, plan, run, info):
         write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
                           {**options.to_dict(), **plat.as_dict(),
                            "num_classes": info.num_classes})
-    settings = resume_settings(options, plan, cluster, run)
-    if restored and settings and writes:
-        difference = settings_difference(settings, read_settings(restored))
+    checkpoints.settings = resume_settings(options, plan, cluster, run)
+    if restored and checkpoints.settings and writes:
+        difference = settings_difference(checkpoints.settings, read_settings(restored))
         if difference:
             log.warning(difference)
-    return checkpoints, restored, settings
+    return checkpoints, restored
 
 
 def _member(cluster) -> str:
