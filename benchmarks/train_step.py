@@ -1,14 +1,17 @@
 """Training loop throughput: tfyard's loop vs Keras `model.fit`, same model, data, optimizer.
 
-CIFAR ResNet-20 on synthetic 32x32 batches (made once on the device, so input costs
-~nothing and the loop itself is measured), SGD momentum 0.9, no weight decay:
-Keras 3 `model.fit` with steps_per_execution 1 (its default) and N, and tfyard's loop
-(`tfyard.bench.train.measure`, the real Trainer) with --steps_per_loop 1 and N. Then the
-cost of the CIFAR recipe's weight decay (2e-4, a fused gradient term): two Trainers in one
-process, with and without decay, timed in alternating windows so a neighbour's burst hits
-both alike; the cost is the median of the paired step-time ratios, minus 1. Each
-figure is a median of windows after warm-up; the runs are interleaved over --rounds so
-a noisy neighbour hits them alike, and the best round of each is kept.
+Synthetic batches made once on the device (input costs ~nothing, the loop itself is
+measured), SGD momentum 0.9, no weight decay, XLA as each side defaults to. Two models:
+CIFAR ResNet-20 (a long, compute-bound step) and the MNIST MLP (a short step, where the
+host's per-call overhead shows, as it does for any model on a fast GPU).
+
+All runs share one process and take turns: Keras `model.fit` at its defaults runs its epochs
+of `--window` steps, and after each epoch a callback runs the same number of steps through
+tfyard's `Trainer` (the real one `tfyard train` drives) with `--steps_per_loop 1` and at its
+default. A neighbour's burst therefore hits every side alike; each ratio is the median of
+the per-window ratios against the fit window just before. Then the cost of the CIFAR
+recipe's weight decay (2e-4, a fused gradient term): two Trainers, with and without decay,
+in alternating windows; the cost is the median step-time ratio minus 1.
 """
 
 from __future__ import annotations
@@ -22,111 +25,110 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 
-from tfyard.bench.train import measure, prepare_member, steady_windows  # noqa: E402
+from tfyard.bench.train import prepare_member  # noqa: E402
 from tfyard.data import build_dataset  # noqa: E402
 from tfyard.models import create_model  # noqa: E402
 from tfyard.train.options import TrainOptions  # noqa: E402
 
-MODEL = "cifar_resnet20"
+MODELS = {"cifar_resnet20": 32, "mnist_mlp": 28}  # model: image size
+DEFAULT_STEPS_PER_LOOP = TrainOptions().steps_per_loop
 
 
-class _WindowTimer(keras.callbacks.Callback):
-    """Seconds per epoch; each epoch is one window of `steps_per_epoch` steps."""
+def trainer(args, model: str, steps_per_loop: int, weight_decay: float = 0.0):
+    options = TrainOptions(model=model, dataset="synthetic", image_size=MODELS[model],
+                           batch_size=args.batch_size, steps_per_loop=steps_per_loop,
+                           learning_rate=0.1, weight_decay=weight_decay, export=False)
+    return prepare_member(options)[0].trainer
 
-    def __init__(self):
+
+def window_seconds(run, steps: int) -> float:
+    """Wall time of `steps` steps in the chunks `tfyard train` would run them."""
+    started, done = time.perf_counter(), 0
+    while done < steps:
+        n = run.chunk_steps(steps - done)
+        run.train(n)
+        done += n
+    return time.perf_counter() - started
+
+
+class _TakeTurns(keras.callbacks.Callback):
+    """Times each fit epoch (one window) and, after it, each rival's window."""
+
+    def __init__(self, rivals: dict):
         super().__init__()
-        self.seconds: list[float] = []
+        self.rivals = rivals
+        self.seconds = {"fit": [], **{name: [] for name in rivals}}
 
     def on_epoch_begin(self, epoch, logs=None):
         self.started = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self.started)
+        self.seconds["fit"].append(time.perf_counter() - self.started)
+        for name, run in self.rivals.items():
+            self.seconds[name].append(run())
 
 
-def keras_fit(args, steps_per_execution: int) -> float:
-    model = create_model(MODEL, 1000, (args.image_size, args.image_size, 3))
-    model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(5)],
-                  steps_per_execution=steps_per_execution)
-    data = build_dataset("synthetic", "train", batch_size=args.batch_size,
-                         image_size=args.image_size)
-    timer = _WindowTimer()
-    model.fit(data, epochs=args.warmup_windows + args.windows, steps_per_epoch=args.window,
-              verbose=0, callbacks=[timer])
-    rates = [args.window * args.batch_size / s for s in timer.seconds]
-    return statistics.median(steady_windows(rates, args.warmup_windows))
+def compare(args, model: str) -> dict[str, list[float]]:
+    """Seconds per window of fit and of each tfyard loop, warm-up windows dropped."""
+    size = MODELS[model]
+    keras_model = create_model(model, 1000, (size, size, 3))
+    keras_model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
+                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                        metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(5)])
+    loops = {f"tfyard({n})": trainer(args, model, n) for n in (1, DEFAULT_STEPS_PER_LOOP)}
+    turns = _TakeTurns({name: (lambda run=run: window_seconds(run, args.window))
+                        for name, run in loops.items()})
+    data = build_dataset("synthetic", "train", batch_size=args.batch_size, image_size=size)
+    keras_model.fit(data, epochs=args.warmup_windows + args.windows,
+                    steps_per_epoch=args.window, verbose=0, callbacks=[turns])
+    return {name: seconds[args.warmup_windows:] for name, seconds in turns.seconds.items()}
 
 
-def tfyard_loop(args, steps_per_loop: int) -> float:
-    """Windows of `args.window` steps, whatever the steps per call, like the fit runs."""
-    options = TrainOptions(model=MODEL, dataset="synthetic", image_size=args.image_size,
-                           batch_size=args.batch_size, train_steps=args.windows * args.window,
-                           steps_per_loop=steps_per_loop, learning_rate=0.1,
-                           weight_decay=0.0, export=False)
-    rates = measure(options, warmup_steps=args.warmup_windows * args.window)[
-        "window_images_per_sec"]
-    calls = args.window // steps_per_loop  # calls per window; each call is one rate
-    images = steps_per_loop * args.batch_size
-    seconds = [sum(images / r for r in rates[i:i + calls]) for i in range(0, len(rates), calls)]
-    return statistics.median(args.window * args.batch_size / s for s in seconds)
+def report(args, model: str, seconds: dict[str, list[float]]) -> None:
+    images = args.window * args.batch_size
+    print(f"{model} {MODELS[model]}px, batch {args.batch_size}, {len(seconds['fit'])} windows "
+          f"of {args.window} steps after {args.warmup_windows}:")
+    for name, times in seconds.items():
+        label = "keras fit (steps_per_execution=1)" if name == "fit" else f"{name} loop"
+        line = f"  {label:<36} {images / statistics.median(times):8.1f} images/sec"
+        if name != "fit":
+            ratio = statistics.median(f / t for f, t in zip(seconds["fit"], times, strict=True))
+            line += f"   {ratio:.2f}x fit"
+        print(line)
 
 
 def decay_cost(args, weight_decay: float = 2e-4) -> float:
     """Median over paired windows of (step time with decay / without) - 1."""
-    def trainer(decay):
-        options = TrainOptions(model=MODEL, dataset="synthetic", image_size=args.image_size,
-                               batch_size=args.batch_size, steps_per_loop=args.window,
-                               learning_rate=0.1, weight_decay=decay, export=False)
-        return prepare_member(options)[0].trainer
-
-    plain, decayed = trainer(0.0), trainer(weight_decay)
-    for _ in range(args.warmup_windows):
-        plain.train(args.window)
-        decayed.train(args.window)
+    model, n = "cifar_resnet20", DEFAULT_STEPS_PER_LOOP
+    plain, decayed = trainer(args, model, n), trainer(args, model, n, weight_decay)
     ratios = []
-    for _ in range(args.windows * args.rounds):
-        base = plain.train(args.window)["step_time"]
-        ratios.append(decayed.train(args.window)["step_time"] / base)
+    for window in range(args.warmup_windows + args.windows):
+        base = window_seconds(plain, args.window)
+        ratio = window_seconds(decayed, args.window) / base
+        if window >= args.warmup_windows:
+            ratios.append(ratio)
     return statistics.median(ratios) - 1.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--image_size", type=int, default=32)
-    parser.add_argument("--window", type=int, default=10, help="N: steps per window/call")
-    parser.add_argument("--windows", type=int, default=5, help="timed windows per run")
+    parser.add_argument("--window", type=int, default=20, help="steps per timed window")
+    parser.add_argument("--windows", type=int, default=8, help="timed windows per model")
     parser.add_argument("--warmup_windows", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--decay_only", action="store_true",
                         help="measure only the weight-decay cost")
     args = parser.parse_args()
-    n = args.window
-    runs = {
-        "fit1": ("keras fit, steps_per_execution=1", lambda: keras_fit(args, 1)),
-        "loop1": ("tfyard loop, steps_per_loop=1", lambda: tfyard_loop(args, 1)),
-        "fitN": (f"keras fit, steps_per_execution={n}", lambda: keras_fit(args, n)),
-        "loopN": (f"tfyard loop, steps_per_loop={n}", lambda: tfyard_loop(args, n)),
-    }
-    if args.decay_only:
-        print(f"weight decay 2e-4 cost: {decay_cost(args):+.1%} of step time")
-        return
-    best = dict.fromkeys(runs, 0.0)
-    for _ in range(args.rounds):
-        for key, (_, run) in runs.items():
-            best[key] = max(best[key], run())
-    print(f"cpus: {os.cpu_count()}  model: {MODEL} {args.image_size}px  batch: "
-          f"{args.batch_size}  windows: {args.windows} x {n} steps after {args.warmup_windows}")
-    for key, (name, _) in runs.items():
-        print(f"{name:<38} {best[key]:8.1f} images/sec")
-    print(f"ratio tfyard(1)/fit(1):   {best['loop1'] / best['fit1']:.2f}x")
-    print(f"ratio tfyard({n})/fit(1):  {best['loopN'] / best['fit1']:.2f}x")
-    print(f"ratio tfyard({n})/fit({n}): {best['loopN'] / best['fitN']:.2f}x")
-    cost = decay_cost(args)
-    print(f"weight decay 2e-4 cost:   {cost:+.1%} of step time (median of "
-          f"{args.windows * args.rounds} paired windows)")
+    if args.window % DEFAULT_STEPS_PER_LOOP:
+        parser.error(f"--window must be a multiple of {DEFAULT_STEPS_PER_LOOP}")
+    print(f"cpus: {os.cpu_count()}")
+    if not args.decay_only:
+        for model in args.models:
+            report(args, model, compare(args, model))
+    print(f"weight decay 2e-4 cost: {decay_cost(args):+.1%} of step time (median of "
+          f"{args.windows} paired windows, cifar_resnet20)")
+
 
 if __name__ == "__main__":
     main()

@@ -64,3 +64,14 @@ def test_cluster_show_masks_secrets_in_the_environment():
         assert result.returncode == 0, result.stderr
         assert "hunter2-secret" not in result.stdout and "tok-123" not in result.stdout
         assert "TFYARD_REGISTRY_PASSWORD" in result.stdout and "/scratch" in result.stdout
+
+
+def test_keras_starts_without_its_optional_imports_yet_they_still_work():
+    """The CLI keeps Keras from loading scikit-learn and matplotlib at start-up (seconds per
+    process); once Keras is loaded, the digits reader and plots import them as usual."""
+    code = ("import sys; from tfyard import keras_startup; keras_startup.skip_optional_imports()"
+            "; import keras; print(sorted({'sklearn', 'matplotlib'} & set(sys.modules)))"
+            "; from sklearn.datasets import load_digits; import matplotlib.pyplot"
+            "; print(len(load_digits().images))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[]", "1797"]

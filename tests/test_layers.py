@@ -5,7 +5,7 @@ sideways, and no module imports itself back through others.
     cli, and the tfyard.spark entry point
     bench                       measures train and launch, so it sits on them
     train, launch, pack
-    data, models, distribute, platform
+    data, models, distribute, platform (and quiet, keras_startup)
     errors, the tfyard package itself (__version__)
 
 A module may import its own package's siblings. Imports inside functions count too:
@@ -23,7 +23,7 @@ LAYERS = [
     {"cli", "spark", "ray"},
     {"bench"},
     {"train", "launch", "pack"},
-    {"data", "models", "distribute", "platform", "quiet"},
+    {"data", "models", "distribute", "platform", "quiet", "keras_startup"},
     {"errors", "__init__"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from tfyard import __version__, quiet
+from tfyard import __version__, keras_startup, quiet
 from tfyard.distribute.strategy import end_together
 from tfyard.errors import UserError
 from tfyard.train.console import configure_console
@@ -35,6 +35,7 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    keras_startup.skip_optional_imports()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -53,7 +53,11 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
         from tfyard.data.order import Layout
 
         Layout.of(spec)  # a bad start or global batch is a UserError before TF work
-    return module.build(name, data_dir, spec)
+    import tensorflow as tf
+
+    # The input functions are plain graph code: built without AutoGraph, every process
+    # saves the second or so it spends converting them from source.
+    return tf.autograph.experimental.do_not_convert(module.build)(name, data_dir, spec)
 
 
 @contextlib.contextmanager

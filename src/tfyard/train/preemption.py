@@ -56,7 +56,7 @@ def agreement(strategy) -> Callable[[bool], bool]:
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return lambda local: local
 
-    @tf.function
+    @tf.function(autograph=False)
     def total(flag):
         flags = strategy.run(tf.identity, args=(flag,))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None)

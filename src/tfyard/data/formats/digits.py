@@ -27,16 +27,16 @@ def default_cache() -> str:
 
 def materialise(cache_dir: str | None = None) -> str:
     """The digits directory under `cache_dir`, written on first use."""
+    parent = cache_dir or default_cache()
+    root = os.path.join(parent, "digits")
+    if os.path.exists(os.path.join(root, "labels.txt")):
+        return root
     import numpy as np
     from PIL import Image
     from sklearn.datasets import load_digits
 
     from tfyard.data.convert import Item, write_shard, write_text
 
-    parent = cache_dir or default_cache()
-    root = os.path.join(parent, "digits")
-    if os.path.exists(os.path.join(root, "labels.txt")):
-        return root
     os.makedirs(parent, exist_ok=True)
     digits = load_digits()
     pixels = [np.asarray(Image.fromarray((image * 255 / 16).astype(np.uint8))

@@ -1,0 +1,34 @@
+"""Keras imports scikit-learn and matplotlib.pyplot at start-up, only for its sklearn
+wrappers and its image-gallery plot, which tfyard never uses: ~2-3 s of the ~8 s every
+TensorFlow process of `tfyard` spends importing on a 2-core machine.
+
+`skip_optional_imports()` (the CLI calls it) makes those two imports fail while `keras`
+itself is being imported, as if they were not installed, which Keras handles by leaving
+those helpers off. Once Keras is loaded both import normally (the digits reader and
+`tfyard plot` need them). Library users who import Keras first are not affected.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+
+KERAS_OPTIONAL = frozenset({"sklearn", "matplotlib"})
+
+
+def _keras_importing() -> bool:
+    spec = getattr(sys.modules.get("keras"), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+class _SkipWhileKerasImports(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name in KERAS_OPTIONAL and _keras_importing():
+            raise ModuleNotFoundError(f"{name} is not loaded while Keras starts (tfyard)",
+                                      name=name)
+        return None  # not ours: the next finder looks
+
+
+def skip_optional_imports() -> None:
+    if not any(isinstance(f, _SkipWhileKerasImports) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SkipWhileKerasImports())
