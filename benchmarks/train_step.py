@@ -1,15 +1,17 @@
 """Training loop throughput: tfyard's loop vs Keras `model.fit`, same model, data, optimizer.
 
 Synthetic batches made once on the device (input costs ~nothing, the loop itself is
-measured), SGD momentum 0.9, no weight decay, XLA as each side defaults to. Two models:
-CIFAR ResNet-20 (a long, compute-bound step) and the MNIST MLP (a short step, where the
-host's per-call overhead shows, as it does for any model on a fast GPU).
+measured), SGD momentum 0.9, no weight decay. Two models: CIFAR ResNet-20 (a long,
+compute-bound step) and the MNIST MLP (a short step, where the host's per-call overhead
+shows, as it does for any model on a fast GPU).
 
-All runs share one process and take turns: Keras `model.fit` at its defaults runs its epochs
-of `--window` steps, and after each epoch a callback runs the same number of steps through
-tfyard's `Trainer` (the real one `tfyard train` drives) with `--steps_per_loop 1` and at its
-default. A neighbour's burst therefore hits every side alike; each ratio is the median of
-the per-window ratios against the fit window just before. Then the cost of the CIFAR
+All runs share one process and take turns: Keras `model.fit` at its defaults (which on a
+CPU-only machine means no XLA) runs its epochs of `--window` steps, and after each epoch a
+callback runs the same number of steps through each rival: `fit` with `jit_compile=True`
+(steps_per_execution 1, as the defaults), and tfyard's `Trainer` (the real one `tfyard train`
+drives; XLA on where safe, its default) with `--steps_per_loop 1` and at its default. A
+neighbour's burst therefore hits every side alike; each ratio is the median of the
+per-window ratios against the fit window just before. Then the cost of the CIFAR
 recipe's weight decay (2e-4, a fused gradient term): two Trainers, with and without decay,
 in alternating windows; the cost is the median step-time ratio minus 1.
 """
@@ -68,20 +70,44 @@ class _TakeTurns(keras.callbacks.Callback):
             self.seconds[name].append(run())
 
 
-def compare(args, model: str) -> dict[str, list[float]]:
-    """Seconds per window of fit and of each tfyard loop, warm-up windows dropped."""
+def keras_model(model: str, jit_compile="auto"):
     size = MODELS[model]
-    keras_model = create_model(model, 1000, (size, size, 3))
-    keras_model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
-                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                        metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(5)])
-    loops = {f"tfyard({n})": trainer(args, model, n) for n in (1, DEFAULT_STEPS_PER_LOOP)}
-    turns = _TakeTurns({name: (lambda run=run: window_seconds(run, args.window))
-                        for name, run in loops.items()})
-    data = build_dataset("synthetic", "train", batch_size=args.batch_size, image_size=size)
-    keras_model.fit(data, epochs=args.warmup_windows + args.windows,
-                    steps_per_epoch=args.window, verbose=0, callbacks=[turns])
+    built = create_model(model, 1000, (size, size, 3))
+    built.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(5)],
+                  jit_compile=jit_compile)
+    return built
+
+
+def fit_window(model, data, steps: int) -> float:
+    """One more one-epoch `fit` of `steps` steps; only the epoch is timed, not fit's set-up."""
+    timer = _TakeTurns({})
+    model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[timer])
+    return timer.seconds["fit"][0]
+
+
+def compare(args, model: str) -> dict[str, list[float]]:
+    """Seconds per window of fit and of each rival, warm-up windows dropped."""
+    data = build_dataset("synthetic", "train", batch_size=args.batch_size,
+                         image_size=MODELS[model])
+    with_xla = keras_model(model, jit_compile=True)
+    rivals = {"fit_xla": lambda: fit_window(with_xla, data, args.window)}
+    for n in (1, DEFAULT_STEPS_PER_LOOP):
+        loop = trainer(args, model, n)
+        rivals[f"tfyard({n})"] = lambda loop=loop: window_seconds(loop, args.window)
+    turns = _TakeTurns(rivals)
+    keras_model(model).fit(data, epochs=args.warmup_windows + args.windows,
+                           steps_per_epoch=args.window, verbose=0, callbacks=[turns])
     return {name: seconds[args.warmup_windows:] for name, seconds in turns.seconds.items()}
+
+
+LABELS = {"fit": "keras fit, defaults", "fit_xla": "keras fit, jit_compile=True"}
+
+
+def ratio(seconds: dict[str, list[float]], name: str, base: str) -> float:
+    """Median over windows of base's time / name's time (> 1: name is faster)."""
+    return statistics.median(b / t for b, t in zip(seconds[base], seconds[name], strict=True))
 
 
 def report(args, model: str, seconds: dict[str, list[float]]) -> None:
@@ -89,11 +115,11 @@ def report(args, model: str, seconds: dict[str, list[float]]) -> None:
     print(f"{model} {MODELS[model]}px, batch {args.batch_size}, {len(seconds['fit'])} windows "
           f"of {args.window} steps after {args.warmup_windows}:")
     for name, times in seconds.items():
-        label = "keras fit (steps_per_execution=1)" if name == "fit" else f"{name} loop"
-        line = f"  {label:<36} {images / statistics.median(times):8.1f} images/sec"
-        if name != "fit":
-            ratio = statistics.median(f / t for f, t in zip(seconds["fit"], times, strict=True))
-            line += f"   {ratio:.2f}x fit"
+        line = f"  {LABELS.get(name, name + ' loop'):<30} {images / statistics.median(times):8.1f}"
+        line += " images/sec"
+        for base in ("fit", "fit_xla"):
+            if name.startswith("tfyard") or (name, base) == ("fit_xla", "fit"):
+                line += f"   {ratio(seconds, name, base):.2f}x {LABELS[base]}"
         print(line)
 
 

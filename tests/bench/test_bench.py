@@ -18,7 +18,7 @@ from tfyard.cli import build_parser, main
 from tfyard.cli.bench import member_args
 from tfyard.errors import UserError
 
-TINY = ["--model", "cifar_resnet20", "--image_size", "16", "--steps", "4",
+TINY = ["--model", "cifar_resnet8", "--image_size", "16", "--steps", "4",
         "--warmup_steps", "2", "--steps_per_loop", "2"]
 
 
@@ -43,7 +43,7 @@ def jpeg_records(tmp_path_factory):
 
 def test_train_json_has_the_figures(capsys):
     result = run_json(capsys, "bench", "train", *TINY, "--batch_size", "8", "--json")
-    assert result["model"] == "cifar_resnet20"
+    assert result["model"] == "cifar_resnet8"
     assert result["data"] == "synthetic" and result["image_size"] == 16
     assert result["global_batch"] == 8 and result["strategy"] == "one_device"
     assert (result["warmup_steps"], result["timed_steps"], result["windows"]) == (2, 4, 2)
@@ -58,7 +58,7 @@ def test_train_prints_rate_step_time_and_memory(capsys):
     assert main(["bench", "train", *TINY, "--batch_size", "4", "--dtype", "bfloat16",
                  "--no_jit_compile"]) == 0
     out = capsys.readouterr().out
-    assert "cifar_resnet20 on synthetic 16px, bfloat16, XLA off" in out
+    assert "cifar_resnet8 on synthetic 16px, bfloat16, XLA off" in out
     for label in ("images/sec", "step time", "peak memory", "2 warm-up steps excluded"):
         assert label in out
 
