@@ -113,7 +113,8 @@ def test_an_unreadable_latest_checkpoint_falls_back_and_none_readable_is_one_lin
 
 def test_a_rerun_with_another_model_is_refused_before_anything_changes(run_dir, digits_work):
     before = snapshot(run_dir)
-    result = tfyard_train(run_dir, digits_work, "--model", "mnist_mlp", "--train_steps", "20")
+    result = tfyard_train(run_dir, digits_work, "--model", "mnist_mlp", "--image_size", "28",
+                          "--train_steps", "20")
     line = one_line_error(result)
     assert line == (f"tfyard: error: output_dir {run_dir} holds a run of cifar_resnet8 on digits "
                     "(10 classes); this run is mnist_mlp on digits (10 classes): use a new "

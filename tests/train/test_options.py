@@ -74,16 +74,21 @@ def test_the_constructor_checks_too():
     assert TrainOptions(learning_rate="0.5").learning_rate == 0.5
 
 
-def test_evaluate_without_a_run_answers_without_tensorflow(tmp_path):
+@pytest.mark.parametrize("argv, message", [
+    (["evaluate", "--output_dir", "{tmp}"], "{tmp}/run.json not found; point --output_dir at "
+     "a directory written by `tfyard train`"),
+    (["train", "--model", "mnist_cnn", "--image_size", "16", "--output_dir", "{tmp}"],
+     "mnist_cnn needs images of at least 28x28, got 16x16; pass --image_size 28 or more"),
+])
+def test_user_errors_answer_without_tensorflow(tmp_path, argv, message):
+    argv = [a.format(tmp=tmp_path) for a in argv]
     code = ("import sys; from tfyard.cli import main\n"
-            f"code = main(['evaluate', '--output_dir', {str(tmp_path)!r}])\n"
+            f"code = main({argv!r})\n"
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
             "sys.exit(code)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == [
-        f"tfyard: error: {tmp_path}/run.json not found; point --output_dir at a directory "
-        "written by `tfyard train`"]
+    assert proc.stderr.strip().splitlines() == [f"tfyard: error: {message.format(tmp=tmp_path)}"]
 
 
 def test_evaluate_before_the_first_checkpoint_is_one_line(tmp_path, capsys):

@@ -7,6 +7,7 @@ from tfyard.models.factory import create_model, policy_name, scoped_dtype_policy
 from tfyard.models.registry import (
     MODELS,
     ModelSpec,
+    check_input_size,
     get_spec,
     min_input_size,
     model_names,
@@ -17,6 +18,7 @@ from tfyard.models.stats import count_params, multiply_adds
 __all__ = [
     "MODELS",
     "ModelSpec",
+    "check_input_size",
     "count_params",
     "create_model",
     "get_spec",

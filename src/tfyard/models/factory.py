@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 
 from tfyard.errors import UserError
-from tfyard.models.registry import get_spec, min_input_size
+from tfyard.models.registry import check_input_size, get_spec
 
 _POLICIES = {
     None: "float32", "float32": "float32",
@@ -51,9 +51,7 @@ def create_model(name: str, num_classes: int, input_shape: tuple[int, int, int] 
     shape = tuple(int(d) for d in (input_shape or spec.input_shape))
     if len(shape) != 3 or min(shape) < 1:
         raise UserError(f"input shape {shape} for {spec.name} must be (height, width, channels)")
-    if min(shape[:2]) < min_input_size(spec.name):
-        raise UserError(f"{spec.name} needs images of at least {min_input_size(spec.name)}x"
-                        f"{min_input_size(spec.name)}, got {shape[0]}x{shape[1]}")
+    check_input_size(spec.name, *shape[:2])
     if int(num_classes) < 1:
         raise UserError(f"num_classes={num_classes} must be at least 1")
     if zero_init_residual and not spec.residual:

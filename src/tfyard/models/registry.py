@@ -182,3 +182,12 @@ def resolve_alias(model: str | None = None, resnet_size: int | None = None,
 def min_input_size(name: str) -> int:
     """The smallest square input the architecture accepts (Inception needs 75)."""
     return get_spec(name).min_size
+
+
+def check_input_size(name: str, height: int, width: int) -> None:
+    """A UserError if `name` cannot take height x width images; needs no TensorFlow, so a
+    too small --image_size is refused before anything loads."""
+    floor = min_input_size(name)
+    if min(height, width) < floor:
+        raise UserError(f"{get_spec(name).name} needs images of at least {floor}x{floor}, got "
+                        f"{height}x{width}; pass --image_size {floor} or more")

@@ -296,7 +296,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 def options_from_args(args: argparse.Namespace, **overrides) -> TrainOptions:
     """Build TrainOptions from parsed flags, resolving --resnet_size into a model name."""
-    from tfyard.models import resolve_alias
+    from tfyard.models import check_input_size, resolve_alias
 
     names = {f.name for f in fields(TrainOptions)}
     values = {k: v for k, v in vars(args).items() if k in names and v is not None}
@@ -309,6 +309,8 @@ def options_from_args(args: argparse.Namespace, **overrides) -> TrainOptions:
         resnet_size = None
     values["model"] = resolve_alias(model=model or (None if resnet_size else TrainOptions.model),
                                     resnet_size=resnet_size)
+    if values.get("image_size"):
+        check_input_size(values["model"], values["image_size"], values["image_size"])
     return TrainOptions(**values)
 
 
