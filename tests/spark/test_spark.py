@@ -163,7 +163,7 @@ def test_resnet_cifar_spark_example_on_a_standalone_cluster(tmp_path):
                  "spark.ui.enabled=false", str(EXAMPLE), "--cluster_size", "2", "--epochs", "1",
                  "--data_dir", "cifar-10-batches-bin", "--num_gpus=0",
                  "--ds=multi_worker_mirrored", "--train_epochs", "1", "--batch_size=50",
-                 "--resnet_size=20", "--quiet", "--no_export", "--output_dir", "out"],
+                 "--resnet_size=8", "--quiet", "--no_export", "--output_dir", "out"],
                 capture_output=True, text=True, timeout=400, cwd=tmp_path, env=env)
         finally:
             for daemon in daemons:
@@ -171,7 +171,7 @@ def test_resnet_cifar_spark_example_on_a_standalone_cluster(tmp_path):
                 daemon.wait(30)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert (summary["model"], summary["strategy"]) == ("cifar_resnet20", "multi_worker_mirrored")
+    assert (summary["model"], summary["strategy"]) == ("cifar_resnet8", "multi_worker_mirrored")
     assert summary["final_step"] == 4  # 200 images, global batch 50, one epoch
     assert "[chief:0] executor 0: chief:0 of 2 worker(s)" in result.stdout
     assert "[worker:0] executor 1: worker:0 of 2 worker(s)" in result.stdout
