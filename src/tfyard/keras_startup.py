@@ -17,6 +17,8 @@ KERAS_OPTIONAL = frozenset({"sklearn", "matplotlib"})
 
 
 def _keras_importing() -> bool:
+    """True while `keras/__init__.py` runs (CPython marks a module's spec `_initializing`
+    then; without that mark nothing is skipped, so the worst case is a slower start)."""
     spec = getattr(sys.modules.get("keras"), "__spec__", None)
     return bool(getattr(spec, "_initializing", False))
 
