@@ -10,7 +10,6 @@ those helpers off. Once Keras is loaded both import normally (the digits reader 
 
 from __future__ import annotations
 
-import importlib.abc
 import sys
 
 KERAS_OPTIONAL = frozenset({"sklearn", "matplotlib"})
@@ -23,7 +22,9 @@ def _keras_importing() -> bool:
     return bool(getattr(spec, "_initializing", False))
 
 
-class _SkipWhileKerasImports(importlib.abc.MetaPathFinder):
+class _SkipWhileKerasImports:
+    """A `sys.meta_path` finder (duck-typed: importing importlib.abc costs `--help` 30 ms)."""
+
     def find_spec(self, name, path=None, target=None):
         if name in KERAS_OPTIONAL and _keras_importing():
             raise ModuleNotFoundError(f"{name} is not loaded while Keras starts (tfyard)",
