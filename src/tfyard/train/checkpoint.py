@@ -113,14 +113,15 @@ def restore_newest(checkpoint: tf.train.Checkpoint, directory: str, check=None) 
 
 
 class Checkpoints:
-    def __init__(self, directory: str, writes_files: bool, max_to_keep: int, **trackables):
+    def __init__(self, directory: str, writes_files: bool, max_to_keep: int, *,
+                 settings: dict | None = None, **trackables):
         self.directory = directory
+        self.settings = settings  # written beside each save to checkpoints/
         self._own_dir = directory if writes_files else tempfile.mkdtemp(prefix="tfyard-ckpt-")
         self.checkpoint = tf.train.Checkpoint(**trackables)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._own_dir,
                                                   max_to_keep=max_to_keep)
         self._variables = [v for t in trackables.values() for v in _float_variables(t)]
-        self.settings: dict | None = None  # written beside each save to checkpoints/
 
     def restore_latest(self) -> str | None:
         """Restore the chief's newest readable checkpoint; return its path, or None when

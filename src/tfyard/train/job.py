@@ -121,8 +121,9 @@ def _restore(options, plat, cluster, plan, run, info):
 
     writes = cluster.is_coordinator
     seeds = seed_states(run.model)
+    settings = resume_settings(options, plan, cluster, run)
     checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
-                              options.keep_checkpoints, model=run.model,
+                              options.keep_checkpoints, settings=settings, model=run.model,
                               optimizer=run.optimizer, step=run.trainer.step,
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
@@ -130,9 +131,8 @@ def _restore(options, plat, cluster, plan, run, info):
         write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
                           {**options.to_dict(), **plat.as_dict(),
                            "num_classes": info.num_classes})
-    checkpoints.settings = resume_settings(options, plan, cluster, run)
-    if restored and checkpoints.settings and writes:
-        difference = settings_difference(checkpoints.settings, read_settings(restored))
+    if restored and settings and writes:
+        difference = settings_difference(settings, read_settings(restored))
         if difference:
             log.warning(difference)
     return checkpoints, restored
