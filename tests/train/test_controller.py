@@ -141,6 +141,17 @@ def test_metrics_console_and_eval_actions(tmp_path, tfyard_log):
     assert list((tmp_path / "logs" / "train").iterdir())   # TensorBoard events
 
 
+def test_a_rerun_of_a_finished_run_evaluates_once_and_records_nothing(tmp_path):
+    trainer = toy_trainer()
+    trainer.step.assign(6)
+    actions = [EvalAction(lambda: {"loss": 0.5, "top1": 0.75, "top5": 1.0}, every_steps=4),
+               MetricsAction(Reporter(str(tmp_path), str(tmp_path / "logs")))]
+    state = Controller(trainer, 6, 3, actions).run()
+    assert (state.eval, state.eval_step) == ({"loss": 0.5, "top1": 0.75, "top5": 1.0}, 6)
+    assert not (tmp_path / "metrics.jsonl").exists() or not (
+        tmp_path / "metrics.jsonl").read_text().strip()
+
+
 def test_a_stopped_run_does_not_export():
     exported = []
     state = Controller(toy_trainer(), 6, 3, [

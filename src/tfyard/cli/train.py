@@ -76,8 +76,10 @@ def _demo(args) -> int:
         warmup_epochs=1, weight_decay=5e-4, eval_every_epochs=5, seed=1, num_gpus="0")
     summary = train(options)
     top1 = summary["eval"]["top1"]
+    rate = summary["mean_images_per_sec"]
     print(f"\ndemo: validation accuracy {top1:.2%} after {summary['epochs']:.0f} epochs, "
-          f"{summary['mean_images_per_sec']:.0f} images/sec on this machine")
+          + (f"{rate:.0f} images/sec on this machine" if rate else
+             "trained before (a new --output_dir trains again)"))
     print(f"demo: checkpoints, logs, metrics.jsonl, summary.json and export/ are in "
           f"{args.output_dir}")
     print(f"demo: try `tfyard evaluate --output_dir {args.output_dir} --export` or "

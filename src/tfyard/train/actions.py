@@ -39,6 +39,12 @@ class EvalAction(Action):
         self.evaluate = evaluate
         self.every_steps = every_steps
 
+    def on_start(self, state: RunState) -> None:
+        """A rerun of a finished run trains nothing and meets no boundary; its summary
+        still gets the figures of the model it restored (not recorded again)."""
+        if state.finished:
+            self.on_boundary(state)
+
     def on_boundary(self, state: RunState) -> None:
         if state.due(self.every_steps):
             state.eval = self.evaluate()

@@ -212,7 +212,8 @@ def _finish(options, plat, cluster, plan, spec, info, run, state) -> dict:
         return summary  # exit_preempted says so
     log.info(f"tfyard: done at step {state.step}; "
              + (f"validation top1 {state.eval['top1']:.4f}; " if state.eval else "")
-             + f"{summary['mean_images_per_sec']:.0f} images/sec; outputs in {plat.output_dir}")
+             + (f"{summary['mean_images_per_sec']:.0f} images/sec; " if state.rates else "")
+             + f"outputs in {plat.output_dir}")
     return summary
 
 
