@@ -16,6 +16,7 @@ from pyspark import SparkConf, SparkContext
 from resnet_cifar_main import classic_cifar_argv
 
 import tfyard.spark
+from tfyard import platform
 
 PATH_FLAGS = ("--data_dir", "--data-dir", "--output_dir", "--output-dir")
 
@@ -49,7 +50,7 @@ if __name__ == "__main__":
     parser.add_argument("--cluster_size", type=int, required=True, help="executors to use")
     parser.add_argument("--num_ps", type=int, default=0, help="parameter servers among them")
     parser.add_argument("--tensorboard", action="store_true", help="start TensorBoard on the chief")
-    parser.add_argument("--log_dir", default=None, help="what TensorBoard shows")
+    platform.add_platform_flag(parser, "log_dir", help="what TensorBoard shows")
     args, rest = parser.parse_known_args()
     sc = SparkContext(conf=SparkConf().setAppName("resnet_cifar_spark")
                       .set("spark.dynamicAllocation.enabled", "false"))

@@ -12,7 +12,7 @@ parameter servers, as slim's replicas did.
 import sys
 
 from tfyard.cli import main
-from tfyard.train.options import rename_flags
+from tfyard.flags import rename_flags
 
 SLIM_FLAGS = {
     "--dataset_dir": "--data_dir",

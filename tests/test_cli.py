@@ -1,13 +1,16 @@
-"""The CLI surface: help, version, `cluster show`, and one-line user errors."""
+"""The CLI surface: help, version, `cluster show`, one-line user errors, and flags declared
+once."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 
 from tests.conftest import run_tfyard
-from tfyard import __version__
+from tfyard import __version__, platform
+from tfyard.cli import build_parser
 
 LEGACY = json.dumps({"cluster": {"master": ["h:2222"], "ps": ["h:2223"], "worker": ["h:2224"]},
                      "task": {"type": "master", "index": 0}, "environment": "cloud"})
@@ -75,3 +78,28 @@ def test_keras_starts_without_its_optional_imports_yet_they_still_work():
             "; print(len(load_digits().images))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[]", "1797"]
+
+
+def _commands(parser, prefix="tfyard"):
+    """(command line, parser) for `parser` and every subcommand under it."""
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, f"{prefix} {name}")
+
+
+def test_every_commands_platform_flags_come_from_the_one_declaration(monkeypatch):
+    """A platform flag is added by `platform.add_platform_flag`: with its spellings
+    declared differently, every command that takes it follows."""
+    classic = {spelling for name in platform.FLAGS for spelling in platform.spellings(name)}
+    monkeypatch.setattr(platform, "spellings", lambda name: (f"--{name}", f"--tfyard-{name}"))
+    taken, stray = set(), []
+    for command, parser in _commands(build_parser()):
+        for action in parser._actions:
+            if action.dest in platform.FLAGS or classic & set(action.option_strings):
+                taken.add(action.dest)
+                if action.option_strings != list(platform.spellings(action.dest)):
+                    stray.append(f"{command} {' '.join(action.option_strings)}")
+    assert taken == set(platform.FLAGS)
+    assert not stray, "declare these with platform.add_platform_flag: " + ", ".join(stray)

@@ -6,7 +6,7 @@ sideways, and no module imports itself back through others.
     bench                       measures train and launch, so it sits on them
     train, launch, pack
     data, models, distribute, platform (and quiet, keras_startup)
-    errors, the tfyard package itself (__version__)
+    errors, flags, dtypes, compat, the tfyard package itself (__version__): no tfyard imports
 
 A module may import its own package's siblings. Imports inside functions count too:
 laziness keeps start-up fast, it does not make an upward dependency right.
@@ -24,7 +24,7 @@ LAYERS = [
     {"bench"},
     {"train", "launch", "pack"},
     {"data", "models", "distribute", "platform", "quiet", "keras_startup"},
-    {"errors", "__init__"},
+    {"errors", "flags", "dtypes", "compat", "__init__"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 # (importing module, imported module) pairs allowed against the rule, with the reason.

@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from tfyard.errors import UserError
+from tfyard.flags import rename_flags
 
 FLAGS = ("data_dir", "output_dir", "work_dir", "log_dir", "num_gpus")
 
@@ -140,12 +141,23 @@ def make_dirs(path: str) -> None:
 # --- argparse -----------------------------------------------------------------------
 
 
+def spellings(name: str) -> tuple[str, str]:
+    """A platform flag's two spellings: `--data_dir` and `--data-dir`."""
+    return f"--{name}", "--" + name.replace("_", "-")
+
+
+def add_platform_flag(parser, name: str, **settings):
+    """Add platform flag `name` to an argparse parser (or group); `settings` (required,
+    default, a help saying what this command does with it) override the contract's."""
+    return parser.add_argument(*spellings(name), dest=name,
+                               **{"default": None, "help": _HELP[name], **settings})
+
+
 def add_platform_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the five platform flags (underscore and dash spellings) to an argparse parser."""
     group = parser.add_argument_group("platform")
     for name in FLAGS:
-        dashed = "--" + name.replace("_", "-")
-        group.add_argument(f"--{name}", dashed, dest=name, default=None, help=_HELP[name])
+        add_platform_flag(group, name)
     return parser
 
 
@@ -169,12 +181,7 @@ def define_absl_flags(flag_values=None) -> None:
 
 def normalize_argv(argv: list[str]) -> list[str]:
     """Rewrite `--data-dir` style platform flags to `--data_dir` so absl accepts both."""
-    dashed = {"--" + n.replace("_", "-"): "--" + n for n in FLAGS}
-    out = []
-    for arg in argv:
-        head, sep, tail = arg.partition("=")
-        out.append(dashed.get(head, head) + sep + tail if head in dashed else arg)
-    return out
+    return rename_flags(argv, {dashed: plain for plain, dashed in map(spellings, FLAGS)})
 
 
 def from_absl(flag_values=None, create: bool = True) -> Platform:

@@ -12,8 +12,8 @@ import sys
 from tfyard import __version__, keras_startup, quiet
 from tfyard.distribute.strategy import end_together
 from tfyard.errors import UserError
+from tfyard.flags import Parser
 from tfyard.train.console import configure_console
-from tfyard.train.options import Parser
 
 # (module, command) pairs in the order `tfyard --help` lists them.
 COMMAND_MODULES = ("cluster", "train", "launch", "pack", "models", "data", "bench")

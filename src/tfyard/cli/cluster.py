@@ -9,6 +9,7 @@ import os
 from tfyard import platform
 from tfyard.distribute import strategy
 from tfyard.distribute.cluster import load_cluster_config, mask_secrets
+from tfyard.train.options import add_option_arguments
 
 # Environment variables that shape a training process, shown (secrets masked) by `show`.
 _ENV_PREFIXES = ("TF_", "TFYARD_", "CUDA_", "SPARK_", "PYSPARK_", "JOB_COMPLETION_INDEX")
@@ -30,10 +31,8 @@ def register(commands) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     show.add_argument("--json", action="store_true", help="print one JSON object")
-    show.add_argument("--num_gpus", "--num-gpus", default=None,
-                      help="GPUs on this member (env TFYARD_NUM_GPUS; default: all visible)")
-    show.add_argument("--distribution_strategy", "--ds", dest="ds", default=None,
-                      choices=strategy.STRATEGIES, help="override the automatic choice")
+    platform.add_platform_flag(show, "num_gpus")
+    add_option_arguments(show, ["ds"], grouped=False)
     show.set_defaults(func=show_cluster)
     cluster.set_defaults(func=lambda args: cluster.print_help() or 2)
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 
+from tfyard import platform
 from tfyard.train.options import (
     TrainOptions,
+    add_option_arguments,
     add_train_arguments,
-    flag_type,
     options_from_args,
-    positive_float,
 )
 
 DEMO_EPOCHS = 10
+RUN_DIR = "a directory written by `tfyard train`"
 
 
 def register(commands) -> None:
@@ -26,26 +27,23 @@ def register(commands) -> None:
 
     evaluate = commands.add_parser(
         "evaluate", help="evaluate the latest checkpoint (or the export) of a run")
-    evaluate.add_argument("--output_dir", "--output-dir", required=True,
-                          help="a directory written by `tfyard train`")
+    platform.add_platform_flag(evaluate, "output_dir", required=True, help=RUN_DIR)
     evaluate.add_argument("--split", default="validation", choices=("train", "validation"))
     evaluate.add_argument("--export", action="store_true",
                           help="evaluate export/model.keras instead of the latest checkpoint")
-    evaluate.add_argument("--data_dir", "--data-dir", default=None,
-                          help="read the data from here instead of the run's --data_dir")
+    platform.add_platform_flag(evaluate, "data_dir",
+                               help="read the data from here instead of the run's --data_dir")
     evaluate.set_defaults(func=_evaluate)
 
     demo = commands.add_parser(
         "demo", help="train a small ResNet on the bundled handwritten digits, end to end")
-    demo.add_argument("--output_dir", "--output-dir", default="output/demo",
-                      help="where the demo writes (default: output/demo)")
-    demo.add_argument("--epochs", type=flag_type(positive_float), default=DEMO_EPOCHS,
-                      help=f"epochs to train (default: {DEMO_EPOCHS})")
+    platform.add_platform_flag(demo, "output_dir", default="output/demo",
+                               help="where the demo writes (default: output/demo)")
+    add_option_arguments(demo, ["epochs"], defaults={"epochs": DEMO_EPOCHS}, grouped=False)
     demo.set_defaults(func=_demo)
 
     plot = commands.add_parser("plot", help="draw loss, accuracy and images/sec curves")
-    plot.add_argument("--output_dir", "--output-dir", required=True,
-                      help="a directory written by `tfyard train`")
+    platform.add_platform_flag(plot, "output_dir", required=True, help=RUN_DIR)
     plot.set_defaults(func=_plot)
 
 

@@ -11,6 +11,7 @@ import contextlib
 
 from tfyard.data.formats import DATASETS, DatasetInfo, reader
 from tfyard.data.pipeline import Spec, split_name
+from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
 
 __all__ = ["DATASETS", "DatasetInfo", "build_dataset", "checked", "dataset_info", "reader"]
@@ -40,8 +41,8 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
     start is ignored and the order is today's fast buffer shuffle.
     """
     module = reader(name)
-    if dtype not in ("float32", "bfloat16", "float16"):
-        raise UserError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     if batch_size < 1:
         raise UserError(f"batch size must be at least 1, got {batch_size}")
     if with_ids and seed is None:

@@ -147,10 +147,11 @@ def end_together(timeout: float = END_TIMEOUT_SECS) -> None:
     if not _all_reduce_members:
         return
     import tensorflow as tf
-    from tensorflow.python.eager import context
+
+    from tfyard import compat
 
     try:
-        context.context().wait_at_barrier(END_BARRIER, int(timeout * 1000))
+        compat.wait_at_barrier(END_BARRIER, int(timeout * 1000))
     except tf.errors.OpError:  # another member failed; its own exit code reports it
         pass
 

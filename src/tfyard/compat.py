@@ -1,0 +1,62 @@
+"""The TensorFlow and Keras internals tfyard relies on, each behind one function here.
+
+TensorFlow and Keras give no public way to do these things, so an upgrade may break them.
+Each shim names the versions it was checked against, and tests/test_compat.py tests each
+one: an upgrade is checked in these two files. Importing this module imports TensorFlow
+and Keras.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from keras.src.backend import compute_output_spec
+from tensorflow.python.eager import context
+
+
+def all_layers(model) -> list:
+    """`model` and every layer nested in it, each once: `model.layers` stops at the top
+    level. Checked against Keras 3.15."""
+    return model._flatten_layers()
+
+
+def worker_count(strategy) -> int:
+    """The workers a ParameterServerStrategy schedules on: it keeps no public count (its
+    `cluster_resolver` is None). Checked against TensorFlow 2.21."""
+    return strategy._num_workers
+
+
+def supports_no_merge_call() -> bool:
+    """Whether the current strategy's optimizer update syncs without a `merge_call`, so a
+    `tf.cond` around it may stay in the replica context. Checked against TensorFlow 2.21."""
+    return tf.__internal__.distribute.strategy_supports_no_merge_call()
+
+
+def wait_at_barrier(name: str, timeout_ms: int) -> None:
+    """Block until every member of the cluster's coordination service reaches barrier `name`
+    (a `tf.errors.OpError` on a timeout, a failed member, or no coordination service).
+    Checked against TensorFlow 2.21."""
+    context.context().wait_at_barrier(name, timeout_ms)
+
+
+def compiled_loss(model):
+    """The loss `model.compile(loss=...)` set up, as Keras trains with it: `(y_true, y_pred,
+    sample_weight=None)` -> one replica's scalar, per-output losses and `loss_weights`
+    applied (`model.loss` is only what the user passed). None without a compiled loss.
+    Checked against Keras 3.15."""
+    return model._compile_loss
+
+
+def compiled_metrics(model, y_true, y_pred) -> dict:
+    """The metric objects `model.compile(metrics=, weighted_metrics=)` asked for, flat, by
+    the names `fit` reports (`<output>_<metric>`, repeats numbered); {} without any.
+
+    Built, the first time, for batches shaped like `y_true`, `y_pred` (tensors or
+    `keras.KerasTensor`s), as Keras builds them before `fit`: call it inside the strategy
+    scope, which then owns their variables. Checked against Keras 3.15.
+    """
+    metrics = model._compile_metrics
+    if metrics is None:
+        return {}
+    if not metrics.built:
+        compute_output_spec(metrics.update_state, y_true, y_pred)
+    return dict(zip(compute_output_spec(metrics.result), metrics.metrics, strict=True))
