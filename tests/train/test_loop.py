@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.train.toy import BATCH, dataset_fn, toy_model, toy_trainer
-from tfyard.train.loop import batch_metrics
+from tfyard.train.objectives import Classification
 
 
 def test_train_runs_n_steps_and_returns_the_metrics():
@@ -34,7 +34,7 @@ def _l2_in_the_loss_step(model, optimizer, weight_decay, x, y):
     """The update tfyard used to make: L2 of the kernels added to the loss."""
     kernels = [v for v in model.trainable_variables if "kernel" in v.path]
     with tf.GradientTape() as tape:
-        per_example, _ = batch_metrics(model(x, training=True), y, 2)
+        per_example, _ = Classification(2)(y, model(x, training=True))
         loss = tf.nn.compute_average_loss(per_example, global_batch_size=BATCH)
         l2 = tf.add_n([tf.nn.l2_loss(v) for v in kernels])
         loss += tf.nn.scale_regularization_loss(weight_decay * l2)
@@ -70,5 +70,5 @@ def test_a_constant_learning_rate_reads_under_a_mirrored_strategy():
     from tfyard.train.loop import StepConfig, Trainer
 
     trainer = Trainer(strategy, model, optimizer, StepConfig(
-        num_classes=2, global_batch=BATCH, jit_compile=True), dataset_fn)
+        objective=Classification(2), global_batch=BATCH, jit_compile=True), dataset_fn)
     assert trainer.train(2)["lr"] == pytest.approx(0.05)

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfyard.train.loop import StepConfig, Trainer
+from tfyard.train.objectives import Classification
 
 BATCH = 8
 
@@ -36,7 +37,8 @@ def toy_trainer(weight_decay: float = 0.0, steps_per_loop: int = 2, momentum: fl
         if loss_scale:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
-    config = StepConfig(num_classes=2, global_batch=BATCH, weight_decay=weight_decay,
+    config = StepConfig(objective=Classification(2), global_batch=BATCH,
+                        weight_decay=weight_decay,
                         jit_compile=jit_compile, steps_per_loop=steps_per_loop,
                         skip_nonfinite=skip_nonfinite)
     return Trainer(strategy, model, optimizer, config, data)

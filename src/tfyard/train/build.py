@@ -4,47 +4,51 @@ model, optimizer, input and evaluation functions, and the `Trainer`. No files ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import keras
+import tensorflow as tf
 
-from tfyard.data import build_dataset, checked
 from tfyard.distribute import strategy as strategies
 from tfyard.errors import UserError
-from tfyard.models import create_model
+from tfyard.models.factory import policy_name
 from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
+from tfyard.train.task import Task
 
 
 @dataclass
 class Prepared:
-    """One process's training set-up; `evaluate` runs on the validation split."""
+    """One process's training set-up; `evaluate` runs on the evaluation input."""
 
-    strategy: object
+    strategy: tf.distribute.Strategy
+    task: Task
     numbers: Resolved
     replicas: int
-    shape: tuple[int, int, int]
     policy: str | None
-    model: object
-    optimizer: object
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
     trainer: Trainer
-    evaluate: object
+    evaluate: Callable[[], dict] | None
     eval_every_steps: int | None
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.task.input_shape
 
 
 def dtype_policy(dtype: str) -> str | None:
-    return None if dtype == "float32" else f"mixed_{dtype}"
+    return None if dtype == "float32" else policy_name(dtype)
 
 
-def model_input_shape(info, image_size: int | None) -> tuple[int, int, int]:
-    height, width, channels = info.image_shape
-    if image_size:
-        height = width = image_size
-    return (height, width, channels)
+def input_pipelines(plan, cluster) -> int:
+    """How many input pipelines feed a step: one per all-reduce member, else one."""
+    return max(cluster.num_workers, 1) if plan.strategy == "multi_worker_mirrored" else 1
 
 
-def prepare(options: TrainOptions, plat, cluster, plan, info, spec) -> Prepared:
+def prepare(options: TrainOptions, plat, cluster, plan, task: Task) -> Prepared:
     """Strategy, batch arithmetic, model, optimizer and the Trainer for one process."""
     strategies.configure_cpu_replicas(options.cpu_replicas)
     if options.seed is not None:
@@ -52,68 +56,72 @@ def prepare(options: TrainOptions, plat, cluster, plan, info, spec) -> Prepared:
     strategy = strategies.create_strategy(plan, cluster, plat.num_gpus)
     replicas = strategy.num_replicas_in_sync if plan.strategy != "parameter_server" \
         else cluster.num_workers
-    numbers = resolve_numbers(options, spec.family, replicas, info.num_examples["train"])
-    shape = model_input_shape(info, options.image_size)
+    numbers = _numbers(options, task, replicas, input_pipelines(plan, cluster))
     policy = dtype_policy(options.dtype)
     with strategy.scope():
-        model = create_model(spec.name, info.num_classes, shape, dtype_policy=policy,
-                             zero_init_residual=options.zero_init_residual)
+        model = task.build_model(policy)
         if options.sync_batch_norm:
             synchronize_batch_norm(model)
-        optimizer = make_optimizer(numbers, options.momentum, options.nesterov, options.dtype)
+        optimizer = task.compiled_optimizer(model)
+        if optimizer is None:
+            optimizer = make_optimizer(numbers, options.momentum, options.nesterov,
+                                       options.dtype, model)
+        else:
+            optimizer = _loss_scaled(optimizer, options.dtype)
+            numbers = replace(numbers, optimizer=type(optimizer).__name__, weight_decay=0.0,
+                              learning_rate=float(tf.convert_to_tensor(optimizer.learning_rate)),
+                              lr_schedule="compiled")
         optimizer.build(model.trainable_variables)
+    objective = task.objective(model, options.label_smoothing)
     config = StepConfig(
-        num_classes=info.num_classes, global_batch=numbers.global_batch,
-        label_smoothing=options.label_smoothing,
+        objective=objective, global_batch=numbers.global_batch,
         weight_decay=numbers.weight_decay if numbers.optimizer == "sgd" else 0.0,
         jit_compile=use_xla(options, plan, model), steps_per_loop=options.steps_per_loop,
         skip_nonfinite=options.skip_nonfinite_steps > 0)
+    seed = None if plan.strategy == "parameter_server" or not task.data.seeded else options.seed
+    if options.record_example_ids and seed is None:
+        raise UserError("--record_example_ids needs --seed, a registry dataset and a "
+                        "synchronous strategy (only a seeded order is addressed by example)")
     trainer = Trainer(strategy, model, optimizer, config,
-                      _train_input(options, plat, plan, numbers, shape),
+                      lambda context, start: task.data.train(context, start,
+                                                             numbers.global_batch, seed),
                       record_ids=options.record_example_ids)
     eval_steps = round(options.eval_every_epochs * numbers.steps_per_epoch) \
         if options.eval_every_epochs else None
-    return Prepared(strategy, numbers, replicas, shape, policy, model, optimizer, trainer,
-                    _evaluation(options, plat, numbers, shape, model, info.num_classes),
-                    max(1, eval_steps) if eval_steps is not None else None)
+    evaluate = _evaluation(task, numbers, model, objective, strategy) \
+        if task.data.has_eval else None
+    return Prepared(strategy, task, numbers, replicas, policy, model, optimizer, trainer,
+                    evaluate, max(1, eval_steps) if eval_steps is not None else None)
 
 
-def _train_input(options: TrainOptions, plat, plan, numbers: Resolved, shape):
-    """`train_dataset(context, start_step)`. With --seed the stream is addressed by global
+def _numbers(options: TrainOptions, task: Task, replicas: int, pipelines: int) -> Resolved:
+    """The run's numbers. With --seed, a registry dataset's stream is addressed by global
     example number (`tfyard.data.order`) and starts at start_step x global batch, so a
-    resumed run reads exactly what an unbroken one would: every example once per epoch.
-
-    Parameter-server workers keep an unseeded per-worker shuffle: TensorFlow 2.21 gives each
-    of them the same InputContext(1, 0, R) and the same graph, so a seeded stream would feed
-    every worker the same batches, and no worker can know which part of it is its own.
-    """
-    seed = None if plan.strategy == "parameter_server" else options.seed
-    if options.record_example_ids and seed is None:
-        raise UserError("--record_example_ids needs --seed and a synchronous strategy "
-                        "(only a seeded order is addressed by example)")
-
-    def train_dataset(context, start_step):
-        return build_dataset(
-            options.dataset, "train", plat.data_dir,
-            batch_size=context.get_per_replica_batch_size(numbers.global_batch),
-            image_size=shape[0], dtype=options.dtype, input_context=context, seed=seed,
-            start_example=start_step * numbers.global_batch,
-            global_batch=numbers.global_batch, with_ids=options.record_example_ids,
-            label_offset=options.label_offset, data_threads=options.data_threads,
-            skip_corrupt=options.skip_corrupt, cache_dir=plat.work_dir)
-
-    return train_dataset
+    resumed run reads exactly what an unbroken one would; a user's input skips the batches
+    its steps consumed. Parameter-server workers keep an unseeded per-worker shuffle:
+    TensorFlow 2.21 gives each of them the same InputContext(1, 0, R) and the same graph."""
+    data = task.data
+    if data.train_examples is not None:
+        return resolve_numbers(options, task.family, replicas, data.train_examples)
+    batch, steps = data.steps(replicas, pipelines)
+    return resolve_numbers(options, task.family, replicas, None, input_batch=batch,
+                           input_steps=steps)
 
 
-def _evaluation(options: TrainOptions, plat, numbers: Resolved, shape, model, num_classes):
+def _loss_scaled(optimizer, dtype: str):
+    if dtype == "float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def _evaluation(task: Task, numbers: Resolved, model, objective, strategy):
+    """`evaluate()`: the objective's figures on the evaluation input, over the replicas."""
+    batch = numbers.per_replica_batch or 64
+
     def evaluate():
-        dataset = build_dataset(
-            options.dataset, "validation", plat.data_dir, batch_size=numbers.per_replica_batch,
-            image_size=shape[0], dtype=options.dtype, label_offset=options.label_offset,
-            data_threads=options.data_threads, skip_corrupt=options.skip_corrupt,
-            cache_dir=plat.work_dir)
-        with checked(options.dataset, plat.data_dir, "validation", cache_dir=plat.work_dir):
-            return evaluate_model(model, dataset, num_classes)
+        with task.data.checked("validation"):
+            return evaluate_model(model, lambda context: task.data.evaluation(context, batch),
+                                  objective, strategy)
 
     return evaluate
 

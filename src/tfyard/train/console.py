@@ -54,6 +54,19 @@ def clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+# What the loop adds to a chunk's figures and a metrics.jsonl record's own fields; the rest
+# are the objective's (loss, top1, top5, or a compiled model's metrics).
+LOOP_FIGURES = frozenset({"lr", "images_per_sec", "step_time", "input_wait",
+                          "nonfinite_steps", "skipped_steps", "skipped_in_a_row",
+                          "step", "epoch", "time"})
+
+
+def objective_figures(metrics: dict) -> list[tuple[str, float]]:
+    """The objective's figures of a report (loss first), in the objective's order."""
+    return [(k, v) for k, v in metrics.items()
+            if k not in LOOP_FIGURES and isinstance(v, int | float)]
+
+
 class Console:
     """Per-report progress (lines, or a live display on a terminal), evaluation lines and the
     one-time input-bound hint. `close()` ends a live display."""
@@ -70,13 +83,14 @@ class Console:
         log.info(text)   # during a live display, rich prints it above the bar
 
     def evaluation(self, step: int, metrics: dict) -> None:
-        self.say(f"eval  step {step}: loss {metrics['loss']:.4f} top1 {metrics['top1']:.4f}"
-                 f" top5 {metrics['top5']:.4f}")
+        self.say(f"eval  step {step}: " + " ".join(
+            f"{name} {value:.4f}" for name, value in objective_figures(metrics)))
 
     def progress(self, step: int, metrics: dict) -> None:
         wait = metrics.get("input_wait")
-        text = (f"loss {metrics['loss']:.4f} top1 {metrics['top1']:.4f} "
-                f"{metrics['images_per_sec']:.0f} img/s"
+        text = (" ".join(f"{name} {value:.4f}" for name, value in
+                         objective_figures(metrics)[:2])   # the loss and the main metric
+                + f" {metrics['images_per_sec']:.0f} img/s"
                 + ("" if wait is None else f" wait {wait:.0%}"))
         if not self.tty:
             log.info(f"step {step}/{self.total_steps} epoch {step / self.steps_per_epoch:.2f} "

@@ -14,15 +14,35 @@ import shutil
 import keras
 import tensorflow as tf
 
-from tfyard.models import create_model
-
 log = logging.getLogger("tfyard")
 
 
-def export_model(model, name: str, num_classes: int, input_shape, dtype_policy: str | None,
+def serving_function(model, objective, input_shape):
+    """`serve(inputs) -> {"probabilities", "classes"}` and its input signature, from the
+    model's own input (shape and dtype) where it declares one. Logits get a softmax (a
+    sigmoid for one output); a model that outputs probabilities is served as it is."""
+    declared = getattr(model, "inputs", None)
+    if declared:
+        spec = tf.TensorSpec([None, *declared[0].shape[1:]], declared[0].dtype, name="images")
+    else:
+        spec = tf.TensorSpec([None, *input_shape], tf.float32, name="images")
+
+    def serve(images):
+        outputs = tf.cast(model(images, training=False), tf.float32)
+        if outputs.shape[-1] == 1:   # one output: the probability of class 1
+            probabilities = tf.sigmoid(outputs) if objective.from_logits else outputs
+            return {"probabilities": probabilities,
+                    "classes": tf.cast(probabilities[:, 0] > 0.5, tf.int64)}
+        probabilities = tf.nn.softmax(outputs) if objective.from_logits else outputs
+        return {"probabilities": probabilities, "classes": tf.argmax(outputs, -1)}
+
+    return serve, spec
+
+
+def export_model(model, task, objective, dtype_policy: str | None,
                  export_dir: str) -> dict[str, str]:
     """Write the three formats; returns {format: path} for those that were written."""
-    plain = create_model(name, num_classes, input_shape, dtype_policy=dtype_policy)
+    plain = task.build_model(dtype_policy)   # outside the strategy: plain variables
     plain.set_weights([tf.convert_to_tensor(w) for w in model.get_weights()])
     tmp = export_dir.rstrip("/") + ".tmp"
     if tf.io.gfile.exists(tmp):
@@ -31,15 +51,8 @@ def export_model(model, name: str, num_classes: int, input_shape, dtype_policy: 
     written = {}
     archive = keras.export.ExportArchive()
     archive.track(plain)
-
-    def serve(images):
-        logits = tf.cast(plain(images, training=False), tf.float32)
-        return {"probabilities": tf.nn.softmax(logits), "classes": tf.argmax(logits, -1)}
-
-    archive.add_endpoint(
-        "serve", serve,
-        input_signature=[tf.TensorSpec([None, *input_shape], tf.float32, name="images")],
-    )
+    serve, spec = serving_function(plain, objective, task.input_shape)
+    archive.add_endpoint("serve", serve, input_signature=[spec])
     archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
     written["saved_model"] = "saved_model"
     plain.save(os.path.join(tmp, "model.keras"))

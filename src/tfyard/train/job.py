@@ -6,6 +6,7 @@ does the work and returns the run summary.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -13,12 +14,11 @@ import os
 from contextlib import nullcontext
 
 from tfyard import platform as platform_contract
-from tfyard.data import checked, dataset_info
 from tfyard.distribute import heartbeat
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.distribute.watchdog import StartupWatchdog
-from tfyard.models import get_spec
+from tfyard.errors import UserError
 from tfyard.train import outputs
 from tfyard.train.console import configure_console
 from tfyard.train.options import TrainOptions, parse_train_args
@@ -34,8 +34,12 @@ def run(argv: list[str] | None = None, prog: str = "tfyard train") -> int:
     return 0
 
 
-def train(options: TrainOptions) -> dict | None:
-    """Train as this process's role says; returns the summary (None for servers)."""
+def train(options: TrainOptions, model=None, data=None, eval_data=None,
+          num_classes: int | None = None) -> dict | None:
+    """Train as this process's role says; returns the summary (None for servers).
+
+    `model`, `data` and `eval_data` replace `options.model` and `options.dataset` with the
+    user's own (`tfyard.fit`); see `train.task.make_task`."""
     plat = platform_contract.resolve(options.data_dir, options.output_dir, options.work_dir,
                                      options.log_dir, options.num_gpus)
     cluster = load_cluster_config()
@@ -46,34 +50,35 @@ def train(options: TrainOptions) -> dict | None:
         if status:
             raise SystemExit(status)  # SIGTERM: 143, the launcher restarts it
         return None
-    info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
-    spec = get_spec(options.model)
-    outputs.refuse_other_run(plat.output_dir, spec.name, options.dataset, info.num_classes)
+    from tfyard.train.task import make_task
+
+    task = make_task(options, plat, model, data, eval_data, num_classes)
+    outputs.refuse_other_run(plat.output_dir, **task.identity())
     if plan.behaviour == "evaluate":
         from tfyard.train.evaluate import run_sidecar
 
-        return run_sidecar(options, plat, info, spec)
+        return run_sidecar(options, plat, task)
     from tfyard.train import preemption
     from tfyard.train.build import prepare
     from tfyard.train.loop import parameter_server_loss
 
     preemption.install()  # SIGTERM: save at the current step, exit 143
     watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
-    run = prepare(options, plat, cluster, plan, info, spec)
+    run = prepare(options, plat, cluster, plan, task)
     preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-    controller, restored = _controller(options, plat, cluster, plan, run, spec, info, watchdog)
-    _announce(options, plan, spec, info, run, restored, controller.state.start_step)
-    with checked(options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir), \
+    controller, restored = _controller(options, plat, cluster, plan, run, watchdog)
+    _announce(options, plan, run, restored, controller.state.start_step)
+    with task.data.checked("train"), input_ended(run.numbers.total_steps), \
             parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
         state = controller.run()
-    summary = _finish(options, plat, cluster, plan, spec, info, run, state)
+    summary = _finish(options, plat, cluster, plan, run, state)
     if state.stop_reason == preemption.PREEMPTED:
         strategies.end_together()  # all-reduce members stopped at the same step
         preemption.exit_preempted(state.step)
     return summary
 
 
-def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
+def _controller(options, plat, cluster, plan, run, watchdog):
     """The Controller with this process's actions; the checkpoint is restored first."""
     from tfyard.train import actions
     from tfyard.train.console import Console
@@ -84,7 +89,7 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
     from tfyard.train.report import Reporter
 
     writes = cluster.is_coordinator
-    checkpoints, restored = _restore(options, plat, cluster, plan, run, info)
+    checkpoints, restored = _restore(options, plat, cluster, plan, run)
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
             DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
@@ -92,8 +97,10 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
             PreemptionAction(run.strategy, checkpoints, run.trainer.synchronize)]
     if options.record_example_ids:
         todo.append(_example_id_log(plat, cluster, run.trainer))
-    if writes:
+    if run.evaluate and (writes or plan.strategy == "multi_worker_mirrored"):
+        # all-reduce members evaluate together, each its share of the evaluation input
         todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))
+    if writes:
         todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir)))
     todo.append(actions.ConsoleAction(Console(numbers.total_steps, numbers.steps_per_epoch)))
     if writes and options.profile_steps:
@@ -101,12 +108,12 @@ def _controller(options, plat, cluster, plan, run, spec, info, watchdog):
                                           *options.profile_steps))
     if writes and options.export:
         todo.append(actions.ExportAction(lambda: export_model(
-            run.model, spec.name, info.num_classes, run.shape, run.policy,
+            run.model, run.task, run.trainer.config.objective, run.policy,
             os.path.join(plat.output_dir, outputs.EXPORT))))
     return Controller(run.trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
 
 
-def _restore(options, plat, cluster, plan, run, info):
+def _restore(options, plat, cluster, plan, run):
     """Checkpoints (model, optimizer, step and the Keras seed states, and the settings every
     save records beside them), the newest restored; a resume with other settings warns in
     one line."""
@@ -128,9 +135,8 @@ def _restore(options, plat, cluster, plan, run, info):
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
-        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE),
-                          {**options.to_dict(), **plat.as_dict(),
-                           "num_classes": info.num_classes})
+        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), run_record(
+            options, plat, run))
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
         if difference:
@@ -162,12 +168,24 @@ def _example_id_log(plat, cluster, trainer):
     return Callback(on_chunk_end=write)
 
 
-def _announce(options, plan, spec, info, run, restored, start) -> None:
-    numbers, shape = run.numbers, run.shape
-    log.info(f"tfyard: {spec.name} on {options.dataset} ({info.num_classes} classes, "
+def run_record(options, plat, run) -> dict:
+    """run.json: the options, the platform, what is trained and the numbers the chief
+    resolved (the evaluator side-car reads them rather than guessing)."""
+    numbers = run.numbers
+    return {**options.to_dict(), **plat.as_dict(), **run.task.identity(),
+            "eval_data": run.task.data.eval_name, "total_steps": numbers.total_steps,
+            "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
+            "per_replica_batch": numbers.per_replica_batch}
+
+
+def _announce(options, plan, run, restored, start) -> None:
+    numbers, shape, identity = run.numbers, run.shape, run.task.identity()
+    log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
+             f"({identity['num_classes']} classes, "
              f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {run.replicas} "
              f"replica(s) [{plan.reason}]{', XLA' if run.trainer.config.jit_compile else ''}")
-    log.info(f"tfyard: global batch {numbers.global_batch} = {numbers.per_replica_batch} per "
+    log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "
+             f"{numbers.per_replica_batch or 'its batches'} per "
              f"replica x {run.replicas}; lr {numbers.learning_rate:.4g} {numbers.optimizer} "
              f"{numbers.lr_schedule}; {numbers.total_steps} steps "
              f"({numbers.steps_per_epoch}/epoch)")
@@ -175,14 +193,15 @@ def _announce(options, plan, spec, info, run, restored, start) -> None:
              else "tfyard: starting from step 0 (no checkpoint)")
 
 
-def _finish(options, plat, cluster, plan, spec, info, run, state) -> dict:
+def _finish(options, plat, cluster, plan, run, state) -> dict:
     """The summary: every member's into work_dir/members, the chief's into summary.json."""
+    from tfyard.train.preemption import PREEMPTED
     from tfyard.train.report import write_json_atomic
 
     numbers = run.numbers
     summary = {
-        "model": spec.name, "dataset": options.dataset, "num_classes": info.num_classes,
-        "strategy": plan.strategy, "replicas": run.replicas, "role": cluster.role,
+        **run.task.identity(), "strategy": plan.strategy, "replicas": run.replicas,
+        "role": cluster.role,
         "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
         "learning_rate": numbers.learning_rate, "optimizer": numbers.optimizer,
         "dtype": options.dtype, "jit_compile": run.trainer.config.jit_compile,
@@ -208,13 +227,31 @@ def _finish(options, plat, cluster, plan, spec, info, run, state) -> dict:
         log.info(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
                  "training record(s) (`tfyard data inspect --verify` lists them)")
     write_json_atomic(os.path.join(plat.output_dir, outputs.SUMMARY), summary)
-    if state.stop_reason == "preempted":
+    if state.stop_reason == PREEMPTED:
         return summary  # exit_preempted says so
     log.info(f"tfyard: done at step {state.step}; "
-             + (f"validation top1 {state.eval['top1']:.4f}; " if state.eval else "")
+             + (f"validation {_headline(state.eval)}; " if state.eval else "")
              + (f"{summary['mean_images_per_sec']:.0f} images/sec; " if state.rates else "")
              + f"outputs in {plat.output_dir}")
     return summary
+
+
+def _headline(figures: dict) -> str:
+    """The evaluation's main figure: top-1, else the first metric after the loss."""
+    name = "top1" if "top1" in figures else next((k for k in figures if k != "loss"), "loss")
+    return f"{name} {figures[name]:.4f}"
+
+
+@contextlib.contextmanager
+def input_ended(total_steps: int):
+    """A user's input that runs out before the last step ends the run in one line."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.OutOfRangeError:
+        raise UserError(f"the input ended before the {total_steps} steps asked for; add "
+                        ".repeat() to the input function or ask for fewer steps") from None
 
 
 def weights_digest(model) -> str:

@@ -20,18 +20,17 @@ import numpy as np
 import tensorflow as tf
 
 from tfyard.train import preemption
-
-METRICS = ("loss", "top1", "top5")
+from tfyard.train.objectives import COUNT, LOSS, Objective
+from tfyard.train.optim import decayed_variables
 
 
 @dataclass(frozen=True)
 class StepConfig:
     """What the compiled step needs besides the model and optimizer."""
 
-    num_classes: int
-    global_batch: int
-    label_smoothing: float = 0.0
-    weight_decay: float = 0.0   # L2 on kernels as a gradient term; 0 when AdamW decays itself
+    objective: Objective        # the loss and the reported sums (`train.objectives`)
+    global_batch: int | None    # None: the input's batches decide (their size may vary)
+    weight_decay: float = 0.0   # L2 on `decayed_variables` as a gradient term (SGD recipe)
     jit_compile: bool = False
     steps_per_loop: int = 10
     # Skip each update whose loss or gradients are not finite (the loss-scale optimizer of
@@ -39,23 +38,9 @@ class StepConfig:
     skip_nonfinite: bool = False
 
 
-def batch_metrics(logits, labels, num_classes: int, label_smoothing: float = 0.0):
-    """Per-example loss and the sums [loss, top1, top5, count] of one batch."""
-    logits = tf.cast(logits, tf.float32)
-    targets = tf.one_hot(labels, num_classes)
-    per_example = keras.losses.categorical_crossentropy(
-        targets, logits, from_logits=True, label_smoothing=label_smoothing)
-    top1 = tf.cast(tf.equal(tf.cast(tf.argmax(logits, -1), labels.dtype), labels), tf.float32)
-    top5 = tf.cast(tf.nn.in_top_k(labels, logits, min(5, num_classes)), tf.float32)
-    sums = tf.stack([tf.reduce_sum(per_example), tf.reduce_sum(top1), tf.reduce_sum(top5),
-                     tf.cast(tf.size(labels), tf.float32)])
-    return per_example, sums
-
-
-def averages(sums) -> dict[str, float]:
-    loss, top1, top5, count = (float(x) for x in sums[:4])
-    count = max(count, 1.0)
-    return {"loss": loss / count, "top1": top1 / count, "top5": top5 / count}
+def unpack(batch):
+    """(x, y, sample_weight or None) of a batch in Keras's `(x, y[, w])` convention."""
+    return (*batch, None) if len(batch) == 2 else tuple(batch)
 
 
 def graph_function(fn: Callable, jit_compile: bool = False):
@@ -178,9 +163,9 @@ class Trainer:
         self.step = step if step is not None else tf.Variable(
             0, dtype=tf.int64, trainable=False, name="global_step")
         self.executor = executor or make_executor(strategy)
-        variables = model.trainable_variables
-        self._decayed = [i for i, v in enumerate(variables) if "kernel" in v.path] \
-            if config.weight_decay else []
+        decayed = {id(v) for v in decayed_variables(model)} if config.weight_decay else set()
+        self._decayed = [i for i, v in enumerate(model.trainable_variables) if id(v) in decayed]
+        self._size = config.objective.size  # the objective's sums; the loop adds 3 counters
         # XLA compiles the forward/backward pass, and the update too where no all-reduce
         # sits in it (as Keras fit does); each tf.function is created once, here.
         self._compute, self._update = self._gradients, self._apply
@@ -195,13 +180,19 @@ class Trainer:
 
     # --- the step (graph) ---------------------------------------------------------------
 
-    def _gradients(self, images, labels):
+    def _gradients(self, x, y, weights):
         c = self.config
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            logits = self.model(images, training=True)
-            per_example, sums = batch_metrics(logits, labels, c.num_classes, c.label_smoothing)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=c.global_batch)
+            outputs = self.model(x, training=True)
+            per_example, sums = c.objective(y, outputs, weights)
+            loss = tf.nn.compute_average_loss(per_example, sample_weight=weights,
+                                              global_batch_size=c.global_batch)
+            if self.model.losses:  # kernel regularizers, add_loss: once per global batch
+                penalty = tf.add_n([tf.cast(x, tf.float32) for x in self.model.losses])
+                loss += tf.nn.scale_regularization_loss(penalty)
+                # reported as Keras reports it: part of every example's loss
+                sums = tf.tensor_scatter_nd_add(sums, [[LOSS]], [penalty * sums[COUNT]])
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, variables)
         if self._decayed:
@@ -217,13 +208,13 @@ class Trainer:
     def _apply_gradients(self, grads):
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
 
-    def _apply(self, images, labels):
-        """One step; returns [loss, top1, top5, count, skipped] summed over this replica."""
-        grads, sums = self._compute(images, labels)
+    def _apply(self, x, y, weights=None):
+        """One step; returns the objective's sums and [skipped], summed over this replica."""
+        grads, sums = self._compute(x, y, weights)
         if not self.config.skip_nonfinite:
             self._apply_gradients(grads)
             return tf.concat([sums, [0.0]], 0)
-        finite = tf.reduce_all([tf.math.is_finite(sums[0])]
+        finite = tf.reduce_all([tf.math.is_finite(sums[LOSS])]
                                + [tf.reduce_all(tf.math.is_finite(g)) for g in grads])
         bad = 1.0 - tf.cast(finite, tf.float32)
         if tf.distribute.get_strategy().num_replicas_in_sync > 1:  # every replica agrees
@@ -237,10 +228,10 @@ class Trainer:
                           [tf.cast(skip, tf.float32)]], 0)
 
     def _replica_step(self, batch):
-        return self._update(*batch)
+        return self._update(*unpack(batch))
 
     def _train_loop(self, iterator, steps):
-        """Sums of [loss, top1, top5, count, skipped x replicas, non-finite loss steps,
+        """Sums of [the objective's sums..., skipped x replicas, non-finite loss steps,
         trailing run of skipped steps], then [input wait, loop time] in seconds: timestamps
         around each `next(iterator)` (ordered after the previous step's sums) measure how
         long the step waited for input; they change no value."""
@@ -253,14 +244,16 @@ class Trainer:
                 waited += tf.timestamp() - before
             sums = self.strategy.run(self._replica_step, args=(batch,))
             sums = self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
-            skipped = tf.cast(sums[4] > 0, tf.float32)
-            nonfinite = 1.0 - tf.cast(tf.math.is_finite(sums[0]), tf.float32)
-            run = (totals[6] + skipped) * skipped
-            totals = tf.concat([totals[:6] + tf.concat([sums, [nonfinite]], 0), [run]], 0)
+            k = self._size
+            skipped = tf.cast(sums[k] > 0, tf.float32)
+            nonfinite = 1.0 - tf.cast(tf.math.is_finite(sums[LOSS]), tf.float32)
+            run = (totals[k + 2] + skipped) * skipped
+            totals = tf.concat([totals[:k + 2] + tf.concat([sums, [nonfinite]], 0), [run]], 0)
             return i + 1, totals, waited
 
         started = tf.timestamp()
-        start = (tf.constant(0, steps.dtype), tf.zeros([7]), tf.constant(0.0, tf.float64))
+        start = (tf.constant(0, steps.dtype), tf.zeros([self._size + 3]),
+                 tf.constant(0.0, tf.float64))
         _, totals, waited = tf.while_loop(lambda i, *_: i < steps, step, start)
         with tf.control_dependencies([totals, waited]):
             busy = tf.timestamp() - started
@@ -313,19 +306,23 @@ class Trainer:
         self.step.assign_add(num_steps)
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
         lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
-        waited, busy = float(sums[7]), float(sums[8])
-        figures = averages(sums) if sums[3] else dict.fromkeys(METRICS, float("nan"))
+        objective, k = self.config.objective, self._size
+        skipped, nonfinite, in_a_row, waited, busy = (float(x) for x in sums[k:k + 5])
+        figures = objective.results(sums[:k]) if sums[COUNT] \
+            else dict.fromkeys(objective.names, float("nan"))
+        examples = num_steps * self.config.global_batch if self.config.global_batch \
+            else float(sums[COUNT])
         metrics = {**figures, "lr": lr,
-                   "images_per_sec": num_steps * self.config.global_batch / elapsed,
+                   "images_per_sec": examples / elapsed,
                    "step_time": elapsed / max(num_steps, 1),
                    # Share of the loop's time spent in next(iterator); under the parameter-
                    # server executor, summed over the workers' calls: each worker's share.
                    "input_wait": min(max(waited / busy, 0.0), 1.0) if busy > 0 else 0.0}
-        if sums[5]:   # steps whose loss was not finite (and were not skipped)
-            metrics["nonfinite_steps"] = int(sums[5])
+        if nonfinite:   # steps whose loss was not finite (and were not skipped)
+            metrics["nonfinite_steps"] = int(nonfinite)
         if self.config.skip_nonfinite:
-            metrics["skipped_steps"] = round(sums[4] / self.strategy.num_replicas_in_sync)
-            metrics["skipped_in_a_row"] = int(sums[6])
+            metrics["skipped_steps"] = round(skipped / self.strategy.num_replicas_in_sync)
+            metrics["skipped_in_a_row"] = int(in_a_row)
         return metrics
 
     def synchronize(self) -> None:
@@ -353,10 +350,10 @@ class IdTap:
 
     def __next__(self):
         """Traced into the loop: a host-side record of this step's ids, then the batch."""
-        images, labels, ids = next(self.iterator)
+        *batch, ids = next(self.iterator)
         tf.py_function(self._record, list(self.strategy.experimental_local_results(ids)),
                        Tout=[])
-        return images, labels
+        return tuple(batch)
 
     def _record(self, *ids) -> None:
         self._steps.append([int(i) for part in ids for i in part.numpy()])
@@ -380,15 +377,33 @@ def _apply_unless(skip, apply, grads) -> None:
     tf.distribute.get_replica_context().merge_call(cross_replica, args=(skip, grads))
 
 
-def evaluate_model(model, dataset, num_classes: int) -> dict[str, float]:
-    """Loss, top-1 and top-5 of `model` over a finite dataset, computed on this host."""
+def evaluate_model(model, dataset_fn: Callable, objective: Objective,
+                   strategy: tf.distribute.Strategy | None = None) -> dict[str, float]:
+    """The objective's figures of `model` over the finite input `dataset_fn(context)`.
+
+    Under Mirrored and MultiWorkerMirrored every replica evaluates its share and the sums
+    are added (every member must call this together); the parameter-server coordinator and
+    the evaluator side-car evaluate on this host. An uneven last step is fine: replicas
+    without data get empty batches and add nothing."""
+    local = strategy is None or isinstance(
+        strategy, tf.distribute.experimental.ParameterServerStrategy)
+    strategy = tf.distribute.get_strategy() if local else strategy
+
+    def replica_sums(batch):
+        x, y, weights = unpack(batch)
+        return objective(y, model(x, training=False), weights)[1]
 
     @graph_function
-    def eval_batch(images, labels):
-        _, sums = batch_metrics(model(images, training=False), labels, num_classes)
-        return sums
+    def eval_step(batch):
+        sums = strategy.run(replica_sums, args=(batch,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
 
-    totals = tf.zeros([4])
-    for images, labels in dataset:
-        totals += eval_batch(images, labels)
-    return averages(totals.numpy())
+    if local:
+        batches = dataset_fn(tf.distribute.InputContext())
+        eval_step = graph_function(replica_sums)
+    else:
+        batches = strategy.distribute_datasets_from_function(dataset_fn)
+    totals = np.zeros([objective.size], np.float32)
+    for batch in batches:
+        totals += eval_step(batch).numpy()
+    return objective.results(totals)

@@ -52,13 +52,22 @@ def make_schedule(numbers: Resolved) -> WarmupSchedule:
     )
 
 
-def make_optimizer(numbers: Resolved, momentum: float, nesterov: bool, dtype: str):
-    """SGD with momentum (L2 decay added to the loss) or AdamW (decoupled decay)."""
+def decayed_variables(model) -> list:
+    """The weights weight decay applies to, for SGD and AdamW alike: the kernels (every
+    trainable weight of two or more dimensions), not biases, norms' scales and offsets."""
+    return [v for v in model.trainable_variables if len(v.shape) > 1]
+
+
+def make_optimizer(numbers: Resolved, momentum: float, nesterov: bool, dtype: str, model):
+    """SGD with momentum (L2 decay as a gradient term, in the step) or AdamW (decoupled
+    decay); both decay `decayed_variables(model)`."""
     schedule = make_schedule(numbers)
     if numbers.optimizer == "adamw":
         optimizer = keras.optimizers.AdamW(learning_rate=schedule,
                                            weight_decay=numbers.weight_decay)
-        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+        decayed = {id(v) for v in decayed_variables(model)}
+        optimizer.exclude_from_weight_decay(
+            var_list=[v for v in model.trainable_variables if id(v) not in decayed])
     else:
         optimizer = keras.optimizers.SGD(learning_rate=schedule, momentum=momentum,
                                          nesterov=nesterov)

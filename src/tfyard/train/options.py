@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from tfyard import platform
 from tfyard.distribute.strategy import STRATEGIES
 from tfyard.errors import UserError
+from tfyard.train import usercode
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,10 @@ class TrainOptions:
     """Everything `tfyard train` accepts; None means "take it from the recipe"."""
 
     model: str = opt("cifar_resnet20", "--model_name", "--model-name", group=WHAT,
-                     help="model name from `tfyard models` (classic: --model_name=vgg_19)")
+                     help="model name from `tfyard models` (classic: --model_name=vgg_19), or "
+                     "your own: MODULE:FUNCTION (nets.mine:build or nets/mine.py:build), a "
+                     "function taking num_classes and/or input_shape and returning a "
+                     "keras.Model (compiled: trained as compiled)")
     dataset: str = opt("digits", "--dataset_name", group=WHAT,
                        help="dataset name from the data registry (default: digits)")
     data_dir: str | None = _platform("data_dir")
@@ -307,6 +311,8 @@ def options_from_args(args: argparse.Namespace, **overrides) -> TrainOptions:
     if resnet_size is not None and model is None and dataset.startswith("cifar"):
         model = f"cifar_resnet{resnet_size}"
         resnet_size = None
+    if usercode.is_reference(model):   # the user's MODULE:FUNCTION, imported at start
+        return TrainOptions(**values)
     values["model"] = resolve_alias(model=model or (None if resnet_size else TrainOptions.model),
                                     resnet_size=resnet_size)
     if values.get("image_size"):
@@ -364,8 +370,8 @@ def parse_train_args(argv: list[str] | None, prog: str = "tfyard train") -> Trai
 class Resolved:
     """The concrete numbers a run uses, after recipe, batch and replica arithmetic."""
 
-    global_batch: int
-    per_replica_batch: int
+    global_batch: int | None       # None: a user's input whose batch size varies
+    per_replica_batch: int | None
     learning_rate: float
     optimizer: str
     lr_schedule: str
@@ -377,29 +383,55 @@ class Resolved:
 
 
 def resolve_numbers(options: TrainOptions, family: str, replicas: int,
-                    train_examples: int) -> Resolved:
-    """Apply the recipe, check the batch against the replicas, and count steps."""
+                    train_examples: int | None, *, input_batch: int | None = None,
+                    input_steps: int | None = None) -> Resolved:
+    """Apply the recipe, check the batch against the replicas, and count steps.
+
+    A user's input function decides its own batch (`input_batch`, the global batch of its
+    per-replica batches, None when their size varies) and its epoch (`input_steps`, None
+    when it is endless: then the steps must be given)."""
     recipe = RECIPES[family]
-    if options.per_replica_batch_size is not None:
-        if options.batch_size is not None:
-            raise UserError("give --batch_size or --per_replica_batch_size, not both")
-        global_batch = options.per_replica_batch_size * replicas
+    if train_examples is None:   # a user's input function
+        global_batch = input_batch or options.batch_size or (
+            options.per_replica_batch_size or 0) * replicas or None
+        asked = options.batch_size or (options.per_replica_batch_size or 0) * replicas
+        if input_batch and asked and asked != input_batch:
+            raise UserError(f"the input's batches make a global batch of {input_batch} over "
+                            f"{replicas} replica(s), not the {asked} asked; drop batch_size or "
+                            "batch the input to match")
+        if input_steps is None and options.train_steps is None:
+            raise UserError("the input is endless (or its length is unknown), so it has no "
+                            "epochs: give train_steps (--train_steps)")
+        if input_steps is not None and options.train_steps is not None \
+                and options.epochs is None and options.train_steps > input_steps:
+            raise UserError(f"the input ends after {input_steps} steps but train_steps asks "
+                            f"for {options.train_steps}; add .repeat() to the input or ask "
+                            "for epochs instead")
+        steps_per_epoch = input_steps or options.train_steps
+        epochs = options.epochs or 1   # Keras fit's default
     else:
-        global_batch = options.batch_size or recipe.batch_size
-    if global_batch % replicas:
-        raise UserError(
-            f"--batch_size {global_batch} does not divide over {replicas} replicas; use a "
-            f"multiple of {replicas} or --per_replica_batch_size"
-        )
-    steps_per_epoch = max(1, train_examples // global_batch)
+        if options.per_replica_batch_size is not None:
+            if options.batch_size is not None:
+                raise UserError("give --batch_size or --per_replica_batch_size, not both")
+            global_batch = options.per_replica_batch_size * replicas
+        else:
+            global_batch = options.batch_size or recipe.batch_size
+        if global_batch % replicas:
+            raise UserError(
+                f"--batch_size {global_batch} does not divide over {replicas} replicas; use a "
+                f"multiple of {replicas} or --per_replica_batch_size"
+            )
+        steps_per_epoch = max(1, train_examples // global_batch)
+        epochs = options.epochs or recipe.epochs
     if options.train_steps is not None:
         total = options.train_steps
     else:
-        total = max(1, round((options.epochs or recipe.epochs) * steps_per_epoch))
-    lr = options.learning_rate or recipe.base_lr * global_batch / recipe.base_batch
+        total = max(1, round(epochs * steps_per_epoch))
+    lr = options.learning_rate or recipe.base_lr * (global_batch or recipe.base_batch) \
+        / recipe.base_batch
     return Resolved(
         global_batch=global_batch,
-        per_replica_batch=global_batch // replicas,
+        per_replica_batch=global_batch // replicas if global_batch else None,
         learning_rate=lr,
         optimizer=options.optimizer or recipe.optimizer,
         lr_schedule=options.lr_schedule or recipe.lr_schedule,

@@ -6,6 +6,7 @@ import os
 
 from tfyard.errors import UserError
 from tfyard.train import outputs
+from tfyard.train.console import objective_figures
 
 
 def read_metrics(output_dir: str) -> list[dict]:
@@ -31,14 +32,19 @@ def plot_run(output_dir: str) -> str:
     steps = [r["step"] for r in train]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4))
     axes[0].plot(steps, [r["loss"] for r in train], label="train")
-    axes[1].plot(steps, [r["top1"] for r in train], label="train top-1")
+    # the accuracy panel: top-1 and top-5, or a compiled model's metrics
+    shown = [name for name, _ in objective_figures(train[-1]) if name != "loss"][:2]
+    for name in shown[:1]:
+        axes[1].plot(steps, [r.get(name) for r in train], label=f"train {name}")
     if evals:
         eval_steps = [r["step"] for r in evals]
         axes[0].plot(eval_steps, [r["loss"] for r in evals], "o-", label="validation")
-        axes[1].plot(eval_steps, [r["top1"] for r in evals], "o-", label="validation top-1")
-        axes[1].plot(eval_steps, [r["top5"] for r in evals], "o--", label="validation top-5")
+        for name, style in zip(shown, ("o-", "o--"), strict=False):
+            axes[1].plot(eval_steps, [r.get(name) for r in evals], style,
+                         label=f"validation {name}")
     axes[2].plot(steps, [r["images_per_sec"] for r in train])
-    for ax, title in zip(axes, ("loss", "accuracy", "images/sec"), strict=True):
+    for ax, title in zip(axes, ("loss", ", ".join(shown) or "metrics", "images/sec"),
+                         strict=True):
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -78,6 +78,7 @@ from tfyard.train.actions import CheckpointAction  # noqa: E402
 from tfyard.train.checkpoint import Checkpoints  # noqa: E402
 from tfyard.train.controller import Callback, Controller  # noqa: E402
 from tfyard.train.loop import StepConfig, Trainer  # noqa: E402
+from tfyard.train.objectives import Classification  # noqa: E402
 
 strategy = strategies.create_strategy(plan, cluster, num_gpus=0)
 with strategy.scope():
@@ -85,7 +86,7 @@ with strategy.scope():
     optimizer = tf.keras.optimizers.SGD(0.1)
     optimizer.build(model.trainable_variables)
 trainer = Trainer(strategy, model, optimizer,
-                  StepConfig(num_classes=3, global_batch=8, steps_per_loop=1),
+                  StepConfig(objective=Classification(3), global_batch=8, steps_per_loop=1),
                   lambda context, offset: dataset(context.get_per_replica_batch_size(8)))
 writes_shared = cluster.is_coordinator
 checkpoints = Checkpoints(chief_dir, writes_shared, 2, model=model, optimizer=optimizer,

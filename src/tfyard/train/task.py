@@ -1,0 +1,180 @@
+"""What is trained: the task seam between the loop and image classification.
+
+A `Task` is a model source and an input (`train.inputs`): how to build the model inside the
+strategy scope, the train and evaluation input, the objective (loss and reported sums), the
+optimizer, the export signature, and the identity run.json records. The loop, the
+Controller and its actions know nothing else about what they train.
+
+Model sources:
+- `RegistryModel`: a name from `tfyard models`, trained with its family's recipe;
+- `FunctionModel`: the user's function (`MODULE:FUNCTION`, or the function itself), called
+  with whichever of `num_classes` and `input_shape` it accepts. A model it returns compiled
+  is trained as compiled (its optimizer, loss and metrics); an uncompiled one outputs logits
+  and gets the recipe of its input size (CIFAR up to 64 px, ImageNet above).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from tfyard.errors import UserError
+from tfyard.models import create_model, get_spec
+from tfyard.models.factory import scoped_dtype_policy
+from tfyard.train import usercode
+from tfyard.train.objectives import Classification, Compiled
+
+
+class RegistryModel:
+    """A model of the registry."""
+
+    def __init__(self, name: str, zero_init_residual: bool = False):
+        self.spec = get_spec(name)
+        self.name = self.spec.name
+        self.zero_init_residual = zero_init_residual
+
+    def family(self, input_shape) -> str:
+        return self.spec.family
+
+    def build(self, num_classes: int, input_shape, dtype_policy):
+        return create_model(self.name, num_classes, input_shape, dtype_policy=dtype_policy,
+                            zero_init_residual=self.zero_init_residual)
+
+
+class FunctionModel:
+    """The user's model function; `name` is the reference run.json records."""
+
+    def __init__(self, function, name: str | None = None):
+        if isinstance(function, str):
+            name, function = function, usercode.load(function)
+        self.function = function
+        self.name = name or usercode.reference_of(function) or getattr(
+            function, "__name__", "model_fn")
+
+    def family(self, input_shape) -> str:
+        return "cifar" if max(input_shape[:2]) <= 64 else "imagenet"
+
+    def build(self, num_classes: int | None, input_shape, dtype_policy):
+        with scoped_dtype_policy(dtype_policy):
+            try:
+                model = usercode.call_with_accepted(
+                    self.function, num_classes=num_classes, input_shape=tuple(input_shape))
+            except UserError:
+                raise
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                raise UserError(f"--model {self.name}: the function raised "
+                                f"{type(exc).__name__}: {first}; fix it") from None
+        if not isinstance(model, keras.Model):
+            raise UserError(f"--model {self.name}: the function returned "
+                            f"{type(model).__name__}, not a keras.Model; return the model")
+        return model
+
+
+def output_width(model, input_shape) -> int:
+    """The last dimension of the model's output for one example (builds a lazy model)."""
+    outputs = model.outputs if getattr(model, "outputs", None) else None
+    if not outputs:
+        outputs = model(tf.zeros([1, *input_shape]), training=False)
+    outputs = tf.nest.flatten(outputs)
+    if len(outputs) != 1:
+        raise UserError(f"the model has {len(outputs)} outputs; tfyard trains a classifier "
+                        "with one output (class scores)")
+    return int(outputs[0].shape[-1])
+
+
+class Task:
+    """A model source trained on an input; see the module docstring."""
+
+    def __init__(self, model, data, num_classes: int | None = None):
+        self.model_source, self.data = model, data
+        self.num_classes = data.num_classes or num_classes
+        self.input_shape = tuple(data.input_shape)
+
+    @property
+    def family(self) -> str:
+        return self.model_source.family(self.input_shape)
+
+    def identity(self) -> dict:
+        """What run.json records and a rerun in the same output_dir must match."""
+        return {"model": self.model_source.name, "dataset": self.data.name,
+                "num_classes": self.num_classes}
+
+    def build_model(self, dtype_policy=None):
+        """The model, inside the caller's strategy scope, checked against the classes."""
+        model = self.model_source.build(self.num_classes, self.input_shape, dtype_policy)
+        width = output_width(model, self.input_shape)
+        compiled = compiled_loss(model) is not None
+        if self.num_classes is None:
+            self.num_classes = 2 if compiled and width == 1 else width
+        elif width != self.num_classes and not (compiled and width == 1
+                                                and self.num_classes == 2):
+            raise UserError(f"--model {self.model_source.name}: the model outputs {width} "
+                            f"values per example but the data has {self.num_classes} classes; "
+                            f"end the model with a Dense({self.num_classes}) layer")
+        return model
+
+    def objective(self, model, label_smoothing: float = 0.0):
+        """The compiled loss and metrics of a compiled model, else tfyard's recipe."""
+        loss = compiled_loss(model)
+        if loss is None:
+            return Classification(self.num_classes, label_smoothing)
+        labels = self.data.label_example()
+        outputs = tf.zeros([1, output_width(model, self.input_shape)])
+        return Compiled(loss, compiled_metrics(model, labels, outputs))
+
+    def compiled_optimizer(self, model):
+        """The optimizer the user compiled in, or None for the recipe's."""
+        return model.optimizer if compiled_loss(model) is not None else None
+
+
+def compiled_loss(model):
+    """The loss a model was compiled with (a Loss or a per-example function), or None.
+    Several outputs' losses (a list or dict) are refused: tfyard trains one output."""
+    loss = getattr(model, "loss", None) if getattr(model, "compiled", False) else None
+    if loss is None:
+        return None
+    if isinstance(loss, list | tuple | dict):
+        raise UserError("the model was compiled with several losses; tfyard trains a "
+                        "classifier with one output and one loss")
+    return keras.losses.get(loss) if isinstance(loss, str) else loss
+
+
+def compiled_metrics(model, labels, outputs) -> list:
+    """The metric objects `model.compile(metrics=...)` made, under their Keras names.
+
+    Keras 3.15 resolves them (`"accuracy"` to the sparse or categorical kind that fits the
+    labels) only when its CompileMetrics container is built for a batch."""
+    container = getattr(model, "_compile_metrics", None)
+    if container is None:
+        return []
+    if not container.built:
+        container.build(labels, outputs)
+    return list(container.metrics)
+
+
+def make_task(options, plat, model=None, data=None, eval_data=None,
+              num_classes: int | None = None) -> Task:
+    """The task of a run: `model` (a registry name, `MODULE:FUNCTION` or a function; default
+    `options.model`) on `data` (a registry name, `MODULE:FUNCTION` or an `input_fn`; default
+    `options.dataset`), with `eval_data` like `data` for a user's input."""
+    from tfyard.train.inputs import FunctionInput, RegistryInput
+
+    model = options.model if model is None else model
+    if callable(model) or usercode.is_reference(model):
+        source = FunctionModel(model)
+    else:
+        source = RegistryModel(model, options.zero_init_residual)
+    data = options.dataset if data is None else data
+    if callable(data) or usercode.is_reference(data):
+        name = data if isinstance(data, str) else usercode.reference_of(data) or "input_fn"
+        evaluation = None if eval_data is None else _function(eval_data, "eval_data")
+        source_data = FunctionInput(_function(data, "data"), evaluation, name, num_classes)
+    else:
+        source_data = RegistryInput(options if data == options.dataset
+                                    else options.with_updates(dataset=data), plat)
+    return Task(source, source_data, num_classes)
+
+
+def _function(function, what: str):
+    return usercode.load(function, what) if isinstance(function, str) else function
