@@ -57,8 +57,7 @@ def checkpoint_paths(directory: str) -> list[str]:
         if state.model_checkpoint_path in paths:  # the latest goes first
             paths.remove(state.model_checkpoint_path)
         paths.append(state.model_checkpoint_path)
-        return [p if os.path.isabs(p) or "://" in p else os.path.join(directory, p)
-                for p in reversed(paths)]
+        return list(reversed(paths))   # TensorFlow has joined relative ones to `directory`
     found = tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index"))
     number = re.compile(r"ckpt-(\d+)\.index$")
     found = [path for path in found if number.search(path)]
