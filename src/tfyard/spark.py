@@ -8,7 +8,9 @@ Spark executor, with TF_CONFIG set; `ctx` has `executor_id`, `job_name`, `task_i
 
 from __future__ import annotations
 
-from tfyard.launch.spark import Context, MemberFailed, run_function
+from tfyard.launch.context import Context
+from tfyard.launch.spark import run_function
+from tfyard.launch.supervise import MemberFailed
 
 __all__ = ["Context", "MemberFailed", "run"]
 

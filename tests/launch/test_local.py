@@ -10,7 +10,8 @@ import time
 import pytest
 
 from tfyard.errors import UserError
-from tfyard.launch.local import Member, member_env, roster, tf_configs
+from tfyard.launch.local import member_env
+from tfyard.launch.supervise import Member, roster, tf_configs
 
 from .helpers import alive, launch, program, recorded_pids
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tfyard.errors import UserError
-from tfyard.launch.spark import Context, _member_error, spark_roster
+from tfyard.launch.context import Context
+from tfyard.launch.spark import _failure_record, _member_error, spark_roster
+from tfyard.launch.supervise import Failure, Member
 
 
 def test_tasks_are_ps_then_chief_then_workers_then_evaluator():
@@ -19,12 +21,13 @@ def test_too_few_executors_are_refused_with_the_fix():
         spark_roster(2, num_ps=2)
 
 
-def test_the_first_member_failure_is_cut_out_of_sparks_error_text():
-    text = ("Job aborted ... RuntimeError: tfyard: worker:1 failed with signal SIGKILL\n"
-            "[worker:1] step 3\n[worker:1] step 4\n\n\tat org.apache...\n"
-            "RuntimeError: tfyard: chief:0 failed with exit code 1\n")
-    assert _member_error(text) == \
-        "worker:1 failed with signal SIGKILL\n[worker:1] step 3\n[worker:1] step 4"
+def test_the_first_member_failure_recorded_in_sparks_error_text_is_reported():
+    def record(job, code, *tail):
+        return _failure_record(Failure(Member(job, 1), code, f"failed with {code}", tail))
+
+    worker = record("worker", 9, '[worker:1] step "3"')
+    text = f"Job aborted ... RuntimeError: {worker}\n\tat org...\nRuntimeError: {record('ps', 1)}"
+    assert _member_error(text) == 'worker:1 failed with 9\n[worker:1] step "3"'
     assert _member_error("py4j error\nExecutor lost\n") == \
         "the Spark stage failed: Executor lost"
 

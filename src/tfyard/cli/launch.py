@@ -121,7 +121,8 @@ def launch_ray(args) -> int:
 
 
 def launch_spark(args) -> int:
-    from tfyard.launch.spark import MemberFailed, run_command, spark_context
+    from tfyard.launch.spark import run_command, spark_context
+    from tfyard.launch.supervise import MemberFailed
 
     with spark_context(args.master, args.conf) as sc:
         try:

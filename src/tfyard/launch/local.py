@@ -23,16 +23,13 @@ from tfyard.distribute import heartbeat
 from tfyard.distribute.cluster import ClusterConfig
 from tfyard.errors import UserError
 from tfyard.launch.ports import LOOPBACK, reserved_ports
-from tfyard.launch.supervise import (  # noqa: F401 - re-exported, launchers build on them
+from tfyard.launch.supervise import (
     TAIL_LINES,
-    Member,
     Outcome,
     Policy,
-    describe_exit,
     locked_writer,
     roster,
     supervise,
-    tf_configs,
 )
 
 _GUARD = """import os, signal, sys

@@ -4,15 +4,16 @@ Every task reserves a free port on its host, the tasks swap `host:port` with
 `BarrierTaskContext.allGather` (the barrier stage is the rendezvous, no extra server to
 trust), and each runs its member as a child process with its own TF_CONFIG. Output lines
 stream back live to the driver over a socket that only accepts tasks knowing a random
-token; a failing member fails the stage with that member's last lines.
+token; a failing member fails the stage with a record of its failure and last lines, which
+Spark carries to the driver inside its own error text.
 """
 
 from __future__ import annotations
 
-import collections
+import dataclasses
 import hmac
+import json
 import os
-import re
 import secrets
 import socket
 import subprocess
@@ -24,24 +25,20 @@ from contextlib import contextmanager
 
 from tfyard.errors import UserError
 from tfyard.launch.context import PASS_THROUGH, PAYLOAD_MODULE, Context, write_payload
-from tfyard.launch.local import (
+from tfyard.launch.local import ProcessMember, check_command, member_env, stop_group
+from tfyard.launch.ports import reserved_ports
+from tfyard.launch.supervise import (
+    Failure,
     Member,
-    check_command,
+    MemberFailed,
     describe_exit,
     locked_writer,
-    member_env,
-    pump,
     roster,
-    spawn,
-    stop_group,
     tf_configs,
 )
-from tfyard.launch.ports import reserved_ports
-from tfyard.launch.supervise import MemberFailed
 
-TAIL_LINES = 50
 GRACE_S = 10.0
-_FAILED = re.compile(r"tfyard: (\w+:\d+) failed with ([^\n]*)")
+_FAILURE = "tfyard-member-failure "  # heads the JSON record of a failed member
 
 
 def spark_roster(num_executors: int, num_ps: int = 0, evaluator: bool = False) -> list[Member]:
@@ -127,19 +124,21 @@ def _run_stage(sc, members, command, write, board=None) -> None:
             raise MemberFailed(_member_error(str(exc))) from None
 
 
+def _failure_record(failure: Failure) -> str:
+    """What a failed task raises: its Failure as one JSON record, which Spark's error text
+    carries to the driver unchanged."""
+    return _FAILURE + json.dumps(dataclasses.asdict(failure))
+
+
 def _member_error(text: str) -> str:
-    """The first member failure in a Spark error text, with that member's last lines."""
-    match = _FAILED.search(text)
-    if not match:
+    """The first member failure recorded in a Spark error text, with its last lines."""
+    _, found, record = text.partition(_FAILURE)
+    if not found:
         lines = [line for line in text.splitlines() if line.strip()]
         return f"the Spark stage failed: {lines[-1] if lines else 'no reason given'}"
-    name = match.group(1)
-    tail = []
-    for line in text[match.end():].splitlines()[1:]:
-        if not line.startswith(f"[{name}] "):
-            break
-        tail.append(line)
-    return "\n".join([f"{name} failed with {match.group(2)}", *tail])
+    fields, _ = json.JSONDecoder().raw_decode(record)
+    failure = Failure(**{**fields, "member": Member(**fields["member"])})
+    return "\n".join([f"{failure.member.name} {failure.what}", *failure.tail])
 
 
 def _run_member(members, command, env, cwd, address, token, board) -> str:
@@ -157,27 +156,19 @@ def _run_member(members, command, env, cwd, address, token, board) -> str:
                       config.num_workers, cwd)
         base = {**os.environ, **env}
         with _LineSource(address, token) as out:
-            procs = [spawn(command(ctx, scratch), member_env(config, base, gpu and gpu.addresses))]
+            handles = [ProcessMember(member.name, command(ctx, scratch),
+                                     member_env(config, base, gpu and gpu.addresses), out)]
             if board and member.job == "chief":
-                procs.append(spawn(board, base))
-            tail = collections.deque(maxlen=TAIL_LINES)
-
-            def write(line: str) -> None:
-                tail.append(line)
-                out(line)
-
-            threads = [pump(procs[0].stdout, f"[{member.name}]", write)]
-            threads += [pump(p.stdout, "[tensorboard]", out) for p in procs[1:]]
+                handles.append(ProcessMember("tensorboard", board, base, out))
             try:
-                code = _wait_for_chief(spark, procs[0], member.job == "chief")
+                code = _wait_for_chief(spark, handles[0].proc, member.job == "chief")
             finally:
-                for proc in procs:
-                    stop_group(proc, GRACE_S)
-                for thread in threads:
-                    thread.join(timeout=5)
+                for handle in handles:
+                    handle.stop(GRACE_S)
     if code:
-        raise RuntimeError(f"tfyard: {member.name} failed with {describe_exit(code)}\n"
-                           + "".join(tail))
+        tail = tuple(handles[0].tail)
+        raise RuntimeError(_failure_record(
+            Failure(member, code, f"failed with {describe_exit(code)}", tail)))
     return member.name
 
 
