@@ -69,6 +69,19 @@ def test_cluster_show_masks_secrets_in_the_environment():
         assert "TFYARD_REGISTRY_PASSWORD" in result.stdout and "/scratch" in result.stdout
 
 
+def test_the_package_needs_no_extra_outside_its_spark_and_ray_modules():
+    """`make demo` installs the package alone: no module but the Spark and Ray ones imports
+    pyspark, ray or the test tools."""
+    code = ("import importlib, pkgutil, sys, tfyard\n"
+            "for info in pkgutil.walk_packages(tfyard.__path__, 'tfyard.'):\n"
+            "    if not info.name.endswith(('.spark', '.ray', '.__main__')):\n"
+            "        importlib.import_module(info.name)\n"
+            "print(sorted({'pyspark', 'ray', 'pytest', 'hypothesis'}"
+            " & {name.split('.')[0] for name in sys.modules}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_keras_starts_without_its_optional_imports_yet_they_still_work():
     """The CLI keeps Keras from loading scikit-learn and matplotlib at start-up (seconds per
     process); once Keras is loaded, the digits reader and plots import them as usual."""
