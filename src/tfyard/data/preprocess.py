@@ -12,7 +12,6 @@ import tensorflow as tf
 IMAGENET_STATS = ((123.68, 116.78, 103.94), (58.40, 57.12, 57.38))
 CIFAR_STATS = ((125.3, 123.0, 113.9), (63.0, 62.1, 66.7))
 MNIST_STATS = ((33.32,), (78.57,))
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 def normalise(image, stats, dtype: str):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import keras
 import tensorflow as tf
 
+from tfyard import compat
 from tfyard.distribute import strategy as strategies
 from tfyard.errors import UserError
 from tfyard.models.factory import policy_name
@@ -155,12 +156,12 @@ def use_xla(options: TrainOptions, plan, model) -> bool:
     # Remote (PS) variables and cross-replica batch norm cannot live inside an XLA cluster.
     if plan.strategy == "parameter_server" or options.sync_batch_norm:
         return False
-    return all(layer.supports_jit for layer in model._flatten_layers())
+    return all(layer.supports_jit for layer in compat.all_layers(model))
 
 
 def synchronize_batch_norm(model) -> None:
     """Make every batch-norm layer compute its statistics over all replicas."""
-    layers = [layer for layer in model._flatten_layers()
+    layers = [layer for layer in compat.all_layers(model)
               if isinstance(layer, keras.layers.BatchNormalization)]
     if not layers:
         raise UserError(f"--sync_batch_norm: {model.name} has no batch-norm layers; drop the flag")

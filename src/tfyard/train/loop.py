@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfyard import compat
 from tfyard.train import preemption
 from tfyard.train.objectives import COUNT, LOSS, Objective
 from tfyard.train.optim import decayed_variables
@@ -90,7 +91,7 @@ class CoordinatorExecutor:
     def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-        self.workers = max(1, strategy._num_workers)  # no public count in TensorFlow 2.21
+        self.workers = max(1, compat.worker_count(strategy))
 
     def iterator(self, dataset_fn: Callable):
         return iter(self.coordinator.create_per_worker_dataset(
@@ -366,7 +367,7 @@ class IdTap:
 def _apply_unless(skip, apply, grads) -> None:
     """`apply(grads)` unless `skip`, as Keras' LossScaleOptimizer does it: where the
     optimizer syncs through a merge_call, the cond must sit in the cross-replica context."""
-    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+    if compat.supports_no_merge_call():
         tf.cond(skip, lambda: None, lambda: apply(grads))
         return
 
@@ -391,16 +392,20 @@ def evaluate_model(model, dataset_fn: Callable, objective: Objective,
 
     def replica_sums(batch):
         x, y, weights = unpack(batch)
-        return objective(y, model(x, training=False), weights)[1]
+        return tf.cond(tf.shape(tf.nest.flatten(x)[0])[0] > 0,   # no model call on nothing
+                       lambda: objective(y, model(x, training=False), weights)[1],
+                       lambda: tf.zeros([objective.size]))
 
-    @graph_function
     def eval_step(batch):
         sums = strategy.run(replica_sums, args=(batch,))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
 
+    # One trace for every batch size (the last, partial, and empty ones included): a batch
+    # dimension known to be 0 trips some layers' shape inference.
+    eval_step = tf.function(replica_sums if local else eval_step, autograph=False,
+                            reduce_retracing=True)
     if local:
         batches = dataset_fn(tf.distribute.InputContext())
-        eval_step = graph_function(replica_sums)
     else:
         batches = strategy.distribute_datasets_from_function(dataset_fn)
     totals = np.zeros([objective.size], np.float32)

@@ -79,18 +79,19 @@ class Compiled:
     """The loss and metrics a user compiled into their model.
 
     `loss` is the compiled loss (a `keras.losses.Loss`, or a function `(y_true, y_pred)` of
-    per-example values); `metrics` the compiled metric objects, built. Sample weights weigh
+    per-example values); `metrics` the compiled metric objects, built, by the names Keras
+    `fit` reports them under. Sample weights weigh
     the loss and the metrics as Keras `fit` weighs them.
     """
 
-    def __init__(self, loss, metrics: list):
+    def __init__(self, loss, metrics: dict):
         self.loss = loss
-        self.metrics = list(metrics)
+        self.metrics = list(metrics.values())
         self._shapes = [[tuple(v.shape) for v in m.variables] for m in self.metrics]
         self._dtypes = [[v.dtype for v in m.variables] for m in self.metrics]
         self._sizes = [[math.prod(s) for s in shapes]
                        for shapes in self._shapes]
-        self.names = ("loss", *(m.name for m in self.metrics))
+        self.names = ("loss", *metrics)
         self.size = 2 + sum(sum(sizes) for sizes in self._sizes)
         self.from_logits = bool(getattr(loss, "from_logits", False)) or \
             bool(getattr(loss, "_fn_kwargs", {}).get("from_logits", False))
@@ -119,8 +120,9 @@ class Compiled:
     def results(self, sums) -> dict[str, float]:
         figures = {"loss": float(sums[LOSS]) / max(float(sums[COUNT]), 1.0)}
         offset = 2
-        for metric, shapes, dtypes, sizes in zip(self.metrics, self._shapes, self._dtypes,
-                                                 self._sizes, strict=True):
+        for name, metric, shapes, dtypes, sizes in zip(self.names[1:], self.metrics,
+                                                       self._shapes, self._dtypes, self._sizes,
+                                                       strict=True):
             start = metric.stateless_reset_state()
             state = []
             for old, shape, dtype, size in zip(start, shapes, dtypes, sizes, strict=True):
@@ -129,9 +131,9 @@ class Compiled:
                 offset += size
             value = metric.stateless_result(state)
             if isinstance(value, dict):   # a metric with several figures (F-scores, say)
-                figures.update({f"{metric.name}_{k}": _scalar(v) for k, v in value.items()})
+                figures.update({f"{name}_{k}": _scalar(v) for k, v in value.items()})
             else:
-                figures[metric.name] = _scalar(value)
+                figures[name] = _scalar(value)
         return figures
 
 

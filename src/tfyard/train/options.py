@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from tfyard import platform
 from tfyard.distribute.strategy import STRATEGIES
+from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
+from tfyard.flags import Parser
 from tfyard.train import usercode
 
 
@@ -129,7 +131,6 @@ def _startup_timeout() -> float:
 
 
 WHAT, HOW, RUN = "what to train", "how long and how big", "distribution, checkpoints and output"
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -318,46 +319,6 @@ def options_from_args(args: argparse.Namespace, **overrides) -> TrainOptions:
     if values.get("image_size"):
         check_input_size(values["model"], values["image_size"], values["image_size"])
     return TrainOptions(**values)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line and exit status 2."""
-
-    # Options whose value may itself start with a dash: `--train_params --batch_size=64`.
-    dash_values: frozenset[str] = frozenset()
-
-    def error(self, message):  # noqa: D102 - argparse API
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse API
-        if args is not None and self.dash_values:
-            args = join_dash_values(list(args), self.dash_values)
-        return super().parse_known_args(args, namespace)
-
-
-def join_dash_values(args: list[str], options) -> list[str]:
-    """`--opt -x` -> `--opt=-x` for `options`, which argparse would otherwise read as
-    `--opt` missing its value; nothing after a bare `--` is touched."""
-    out = []
-    rest = iter(args)
-    for arg in rest:
-        if arg == "--":
-            return [*out, arg, *rest]
-        if arg in options:
-            value = next(rest, None)
-            out.append(arg if value is None else f"{arg}={value}")
-        else:
-            out.append(arg)
-    return out
-
-
-def rename_flags(argv: list[str], renames: dict[str, str]) -> list[str]:
-    """Rewrite a script's historical flag names (`--train_dir=X`) to tfyard's (`--output_dir=X`)."""
-    out = []
-    for arg in argv:
-        head, sep, tail = arg.partition("=")
-        out.append(renames.get(head, head) + sep + tail if head in renames else arg)
-    return out
 
 
 def parse_train_args(argv: list[str] | None, prog: str = "tfyard train") -> TrainOptions:

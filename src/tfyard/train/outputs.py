@@ -91,6 +91,8 @@ def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int
     except Exception:  # noqa: BLE001 - a model this version no longer knows
         before = run.get("model")
     classes = run.get("num_classes", num_classes)
+    if num_classes is None:   # the user's model says how many; checked when it is built
+        num_classes = classes
     if (before, run.get("dataset", dataset), classes) == (model, dataset, num_classes):
         return
     raise UserError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tfyard import compat
 from tfyard.errors import UserError
 from tfyard.models import create_model, get_spec
 from tfyard.models.factory import scoped_dtype_policy
@@ -121,7 +122,7 @@ class Task:
             return Classification(self.num_classes, label_smoothing)
         labels = self.data.label_example()
         outputs = tf.zeros([1, output_width(model, self.input_shape)])
-        return Compiled(loss, compiled_metrics(model, labels, outputs))
+        return Compiled(loss, compat.compiled_metrics(model, labels, outputs))
 
     def compiled_optimizer(self, model):
         """The optimizer the user compiled in, or None for the recipe's."""
@@ -138,19 +139,6 @@ def compiled_loss(model):
         raise UserError("the model was compiled with several losses; tfyard trains a "
                         "classifier with one output and one loss")
     return keras.losses.get(loss) if isinstance(loss, str) else loss
-
-
-def compiled_metrics(model, labels, outputs) -> list:
-    """The metric objects `model.compile(metrics=...)` made, under their Keras names.
-
-    Keras 3.15 resolves them (`"accuracy"` to the sparse or categorical kind that fits the
-    labels) only when its CompileMetrics container is built for a batch."""
-    container = getattr(model, "_compile_metrics", None)
-    if container is None:
-        return []
-    if not container.built:
-        container.build(labels, outputs)
-    return list(container.metrics)
 
 
 def make_task(options, plat, model=None, data=None, eval_data=None,

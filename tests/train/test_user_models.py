@@ -1,0 +1,176 @@
+"""The user's own Keras model and input (issue 21): `--model MODULE:FUNCTION` and `tfyard.fit`.
+
+The models live in tests/user_code/models.py, written as a user writes them; none comes from
+tfyard's registry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfyard
+from tests.conftest import run_tfyard
+from tests.train.conftest import read_json, read_jsonl
+from tfyard.errors import UserError
+
+USER_CODE = Path(__file__).resolve().parents[1] / "user_code"
+MODELS = USER_CODE / "models.py"
+SMALL = ["--dataset", "digits", "--image_size", "32", "--batch_size", "32", "--num_gpus", "0",
+         "--seed", "3", "--steps_per_loop", "5", "--train_steps", "20", "--quiet",
+         "--no_jit_compile"]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("name", ["mobilenet", "convnet", "compiled"])
+def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, name, replicas):
+    out = tmp_path / "out"
+    result = run_tfyard("train", "--model", f"{MODELS}:{name}", *SMALL, "--output_dir", out,
+                        "--work_dir", digits_work, "--cpu_replicas", replicas,
+                        *(["--ds", "mirrored"] if replicas > 1 else []))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_json(out / "summary.json")
+    assert summary["model"] == f"{MODELS}:{name}" and summary["replicas"] == replicas
+    assert summary["strategy"] == ("one_device" if replicas == 1 else "mirrored")
+    metric = "accuracy" if name == "compiled" else "top1"   # a compiled model's own metric
+    assert set(summary["eval"]) == ({"loss", "accuracy"} if name == "compiled"
+                                    else {"loss", "top1", "top5"})
+    train = [r for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "train"]
+    assert len(train) == 4 and all(np.isfinite(r["loss"]) and metric in r for r in train)
+    if name == "compiled":
+        assert summary["optimizer"] == "Adam"   # trained with the optimizer it was compiled with
+    evaluated = run_tfyard("evaluate", "--output_dir", out, "--export")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    served = tf.saved_model.load(str(out / "export" / "saved_model"))
+    images = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
+    probabilities = served.serve(tf.constant(images))["probabilities"].numpy()
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-4)
+
+
+def test_a_compiled_model_follows_the_loss_curve_of_keras_fit(tmp_path):
+    """Same seeded batches, same initial weights: tfyard.fit and model.fit agree step by
+    step within 1e-4 relative (both float32 on one CPU, XLA off on both sides; what differs
+    is only how the two loops order the same float operations)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8, 8, 1)).astype("float32")
+    y = rng.integers(0, 10, size=256).astype("int32")
+
+    def input_fn(context):
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(32, drop_remainder=True)
+
+    def build(input_shape):
+        keras.utils.set_random_seed(7)
+        model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                                  keras.layers.Dense(32, activation="relu"),
+                                  keras.layers.Dense(10)])
+        model.compile(optimizer=keras.optimizers.SGD(0.1), metrics=["accuracy"],
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model
+
+    summary = tfyard.fit(build, input_fn, output_dir=str(tmp_path / "out"), epochs=2,
+                         steps_per_loop=1, jit_compile=False, num_gpus="0", quiet=True,
+                         export=False)
+    ours = [r["loss"] for r in read_jsonl(tmp_path / "out" / "metrics.jsonl")
+            if r["kind"] == "train"]
+    reference = build((8, 8, 1))
+    losses = []
+    reference.fit(input_fn(None).repeat(), epochs=16, steps_per_epoch=1, verbose=0,
+                  shuffle=False, callbacks=[keras.callbacks.LambdaCallback(
+                      on_epoch_end=lambda epoch, logs: losses.append(logs["loss"]))])
+    assert summary["final_step"] == 16 and len(ours) == 16
+    np.testing.assert_allclose(ours, losses, rtol=1e-4)
+    assert ours[-1] < ours[0]
+
+
+def test_a_kernel_regularizer_counts_in_the_loss(tmp_path):
+    """The first step's reported loss is the data loss plus the regularizer's penalty."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("user_models", MODELS)
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(32, 16, 16, 3)).astype("float32")
+    y = rng.integers(0, 10, size=32).astype("int32")
+
+    def input_fn(context):
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+
+    first = {}
+    for l2 in (0.0, 10.0):
+        def build(num_classes, input_shape, l2=l2):
+            keras.utils.set_random_seed(5)
+            return models.convnet(num_classes, input_shape, l2=l2)
+
+        out = tmp_path / f"l2-{l2}"
+        tfyard.fit(build, input_fn, num_classes=10, output_dir=str(out), train_steps=1,
+                   steps_per_loop=1, jit_compile=False, num_gpus="0", quiet=True, export=False)
+        first[l2] = read_jsonl(out / "metrics.jsonl")[0]["loss"]
+        kernel = build(10, (16, 16, 3)).layers[1].kernel
+    penalty = 10.0 * float(tf.reduce_sum(tf.square(kernel)))
+    assert first[10.0] - first[0.0] == pytest.approx(penalty, rel=1e-3)
+
+
+@pytest.mark.parametrize("reference, expected", [
+    (f"{USER_CODE / 'broken.py'}:build", "failed to import (RuntimeError: the user's module "
+                                         "is broken)"),
+    ("no_such_package.nets:build", "cannot import no_such_package.nets"),
+    (f"{MODELS}:nowhere", "has no function nowhere; it defines"),
+    (f"{MODELS}:not_a_model", "returned str, not a keras.Model"),
+    (f"{MODELS}:three_outputs", "outputs 3 values per example but the data has 10 classes"),
+])
+def test_bad_user_code_is_one_line_before_any_step(tmp_path, digits_work, reference, expected):
+    result = run_tfyard("train", "--model", reference, *SMALL, "--output_dir",
+                        tmp_path / "out", "--work_dir", digits_work, "--image_size", "16")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and expected in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out" / "metrics.jsonl").exists()
+
+
+def _dense(input_shape):
+    return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                             keras.layers.Dense(10)])
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda: tf.data.Dataset.from_tensor_slices(np.zeros((8, 4, 4, 1), "float32")).batch(4),
+     "elements are single tensors"),
+    (lambda: tf.data.Dataset.from_tensor_slices(
+        (np.zeros((8, 4, 4, 1), "float32"), np.zeros(8, "int32"))).batch(4).take(2),
+     "the input ends after 2 steps but train_steps asks for 5"),
+])
+def test_bad_user_input_is_refused_before_any_step(tmp_path, make, expected):
+    with pytest.raises(UserError, match=expected):
+        tfyard.fit(_dense, lambda context: make(), num_classes=10, train_steps=5,
+                   output_dir=str(tmp_path / "out"), num_gpus="0", quiet=True)
+    assert not (tmp_path / "out" / "metrics.jsonl").exists()
+
+
+def test_a_resumed_input_fn_continues_after_the_step_reached(tmp_path):
+    """A rerun to more steps reads the batches after those already trained, not the first
+    ones again: labels encode the batch number, so the reported accuracy tells them apart."""
+    def input_fn(context):
+        images = np.zeros((40, 2, 2, 1), "float32")
+        return tf.data.Dataset.from_tensor_slices(
+            (images, np.repeat(np.arange(10, dtype="int32"), 4))).batch(4)
+
+    def constant(input_shape):   # predicts class 9 whatever it sees
+        model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                                  keras.layers.Dense(10)])
+        model.layers[-1].set_weights([np.zeros((4, 10), "float32"),
+                                      np.eye(10, dtype="float32")[9] * 10])
+        return model
+
+    out = str(tmp_path / "out")
+    common = dict(output_dir=out, steps_per_loop=1, num_gpus="0", quiet=True, export=False,
+                  jit_compile=False, learning_rate=1e-9, checkpoint_every_steps=1)
+    tfyard.fit(constant, input_fn, train_steps=9, **common)
+    tfyard.fit(constant, input_fn, train_steps=10, **common)
+    records = [r for r in read_jsonl(tmp_path / "out" / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["step"] for r in records][-2:] == [9, 10]
+    assert records[-1]["top1"] == 1.0     # step 10 saw batch 9 (class 9), not batch 0
