@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""MNIST with the Keras example's convnet; the trained model is saved as `<output_dir>/mnist.h5`.
+"""MNIST with the TensorFlow tutorial's model, built and compiled here and handed to tfyard
+(`--model mnist.py:build`), as `model_to_estimator` once took it; the trained model is saved
+as `<output_dir>/mnist.h5`.
 
     mnist.py --data_dir=/data/mnist --output_dir=/out      # reads mnist.npz or the IDX .gz files
 """
@@ -9,13 +11,31 @@ import shutil
 import sys
 from pathlib import Path
 
+import keras
+
 from tfyard import platform
 from tfyard.cli import main as tfyard
 from tfyard.distribute.cluster import load_cluster_config
 
 
+def build(input_shape=(28, 28, 1), num_classes=10):
+    """The "TensorFlow 2 quickstart for beginners" model, compiled as the tutorial does."""
+    model = keras.Sequential([
+        keras.Input(input_shape),
+        keras.layers.Flatten(),
+        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dropout(0.2),
+        keras.layers.Dense(num_classes),
+    ])
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
 def main(argv: list[str]) -> int:
-    status = tfyard(["train", "--dataset", "mnist", "--model", "mnist_cnn", *argv])
+    model = f"{Path(__file__).resolve()}:build"   # every cluster member imports this file
+    status = tfyard(["train", "--dataset", "mnist", "--model", model, *argv])
     if status or not load_cluster_config().is_coordinator:
         return status  # only the member that wrote the export copies it and says so
     parser = platform.add_platform_arguments(argparse.ArgumentParser(add_help=False))

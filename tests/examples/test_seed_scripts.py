@@ -77,7 +77,9 @@ def test_mnist_saves_h5(tmp_path):
 
     model = keras.models.load_model(out / "mnist.h5", compile=False)
     assert model.output_shape == (None, 10)
-    assert read_json(out / "summary.json")["eval"]["top1"] > 0.3
+    summary = read_json(out / "summary.json")
+    assert summary["model"].endswith("mnist.py:build") and summary["optimizer"] == "Adam"
+    assert summary["eval"]["accuracy"] > 0.3   # the tutorial's compiled metric, by its name
 
 
 def test_mnist_dist_with_tf1_flags_runs_as_a_cluster_member(tmp_path):

@@ -20,6 +20,7 @@ ray = pytest.importorskip("ray")
 
 from tests.launch.helpers import alive, follow, launch, program, recorded_pids, started_pid  # noqa: E402
 from tests.train.conftest import FAST, read_json  # noqa: E402
+from tests.train.test_user_models import MODELS  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -101,7 +102,8 @@ def test_two_all_reduce_workers_train_to_the_end_through_a_killed_member(ray_add
     a minute on 2 cores)."""
     proc = launch_ray(ray_address, "--workers", 2, "--max_restarts", 1, "--",
                       *train_command(tmp_path, digits_work, "--train_steps", 30,
-                                     "--checkpoint_every_steps", 10, "--eval_every_epochs", 100))
+                                     "--checkpoint_every_steps", 10, "--eval_every_epochs", 100,
+                                     "--model", f"{MODELS}:convnet"))   # the user's own
     lines = follow(proc)
     deadline = time.monotonic() + 400
     while not (tmp_path / "checkpoints" / "checkpoint").exists():

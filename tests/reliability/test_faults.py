@@ -12,11 +12,14 @@ from tests.conftest import run_tfyard
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import assert_learned, read_json, read_jsonl
 from tests.train.test_clusters import ASYNC
+from tests.train.test_user_models import MODELS
 
 pytestmark = pytest.mark.cluster
 # With --seed a resumed all-reduce job must end with the weights of an unbroken one, bit for
 # bit (issue 14), so a short run is enough: kills land mid-epoch (46 steps), after step 10.
 STEPS = ["--train_steps", "40", "--checkpoint_every_steps", "10"]
+# The all-reduce kill test trains the user's own convnet (kernel regularizer, Dropout).
+CONVNET = ["--model", f"{MODELS}:convnet", "--image_size", "16"]
 
 
 def kill_after_checkpoint(proc, output_dir, task_type, index, at_least=30):
@@ -33,7 +36,7 @@ def kill_after_checkpoint(proc, output_dir, task_type, index, at_least=30):
 def unkilled(tmp_path_factory, digits_work):
     """The same two-worker job, never killed: the reference for the weights."""
     out = tmp_path_factory.mktemp("unkilled")
-    proc = start_job(out, digits_work, ["--workers", "2"], *STEPS)
+    proc = start_job(out, digits_work, ["--workers", "2"], *STEPS, *CONVNET)
     output = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, output[-4000:]
     return read_json(out / "summary.json")
@@ -41,7 +44,7 @@ def unkilled(tmp_path_factory, digits_work):
 
 def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, unkilled):
     victim = ("worker", 1)
-    proc = start_job(tmp_path, digits_work, ["--workers", "2"], *STEPS)
+    proc = start_job(tmp_path, digits_work, ["--workers", "2"], *STEPS, *CONVNET)
     killed_at = kill_after_checkpoint(proc, tmp_path, *victim, at_least=10)
     output = proc.communicate(timeout=600)[0]
     launcher = "\n".join(line for line in output.splitlines() if line.startswith("tfyard:"))
@@ -49,7 +52,7 @@ def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, un
     assert f"{victim[0]}:{victim[1]} failed with signal SIGKILL" in launcher, launcher
     assert "warning" not in output, output[-4000:]
     summary = read_json(tmp_path / "summary.json")
-    assert summary["final_step"] == 40
+    assert summary["final_step"] == 40 and summary["model"] == f"{MODELS}:convnet"
     assert killed_at <= summary["resumed_from_step"] < 40
     assert summary["resumed_from_step"] % 10 == 0      # a checkpoint, at most one interval lost
     # exact resume: the weights of the unbroken run, so its evaluation too

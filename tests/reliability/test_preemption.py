@@ -18,6 +18,7 @@ import pytest
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import FAST, read_json, read_jsonl
 from tests.train.test_clusters import ASYNC
+from tests.train.test_user_models import MODELS
 from tfyard.errors import PREEMPTED_EXIT_CODE
 
 STEPS = ["--train_steps", "60", "--checkpoint_every_steps", "1000", "--eval_every_epochs",
@@ -113,7 +114,8 @@ def test_sigterm_to_an_all_reduce_worker_then_to_the_launcher_loses_nothing(tmp_
 def test_parameter_server_chief_sigterm_loses_nothing_and_a_lost_ps_restarts(tmp_path,
                                                                              digits_work):
     proc = start_job(tmp_path, digits_work, ["--chief", "--workers", "1", "--ps", "1"],
-                     *ASYNC, *STEPS, "--eval_every_epochs", "0.25", max_restarts=1)
+                     *ASYNC, *STEPS, "--eval_every_epochs", "0.25",
+                     "--model", f"{MODELS}:compiled", max_restarts=1)   # the user's, compiled
     before = signal_then_restart(proc, tmp_path, ("chief", 0), signal.SIGTERM, records=1,
                                  timeout=600)  # PS start-up is slow on 2 busy cores
     first = train_steps(tmp_path)[before - 1]
@@ -128,3 +130,4 @@ def test_parameter_server_chief_sigterm_loses_nothing_and_a_lost_ps_restarts(tmp
     assert first < steps[before]  # resumed there (PS reports at boundaries, not every chunk)
     summary = read_json(tmp_path / "summary.json")
     assert summary["final_step"] == 60 and summary["resumed_from_step"] >= first
+    assert summary["optimizer"] == "Adam" and "accuracy" in summary["eval"]
