@@ -13,11 +13,9 @@ import resource
 import statistics
 
 from tfyard import platform
-from tfyard.data import dataset_info
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.errors import UserError
-from tfyard.models import get_spec
 from tfyard.train.options import TrainOptions
 
 
@@ -55,10 +53,10 @@ def prepare_member(options: TrainOptions):
     if plan.behaviour != "train":
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
-    info = dataset_info(options.dataset, plat.data_dir)
     from tfyard.train.build import prepare
+    from tfyard.train.task import make_task
 
-    run = prepare(options, plat, cluster, plan, info, get_spec(options.model))
+    run = prepare(options, plat, cluster, plan, make_task(options, plat))
     return run, plat, cluster, plan
 
 
@@ -84,7 +82,7 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
     windows = steady_windows(rates, math.ceil(warmup_steps / options.steps_per_loop))
     rate = statistics.median(windows)
     return {
-        "model": get_spec(options.model).name, "data": plat.data_dir or options.dataset,
+        "model": run.task.identity()["model"], "data": plat.data_dir or options.dataset,
         "image_size": run.shape[0], "dtype": options.dtype,
         "jit_compile": trainer.config.jit_compile, "strategy": plan.strategy,
         "replicas": run.replicas, "workers": max(1, cluster.num_workers),
