@@ -47,8 +47,7 @@ def register(commands) -> None:
     _add_run_arguments(train, "resnet50")
     batch = train.add_mutually_exclusive_group()
     add_option_arguments(batch, ("batch_size", "per_replica_batch_size"), grouped=False)
-    train.add_argument("--num_gpus", "--num-gpus", default=None,
-                       help="GPUs to use (env TFYARD_NUM_GPUS; default: all visible)")
+    platform.add_platform_flag(train, "num_gpus")
     train.add_argument("--pin_cpu", action="store_true",
                        help="pin this process to one core (its cluster place), one TF thread")
     train.add_argument("--profile", metavar="DIR", default=None,
@@ -57,7 +56,7 @@ def register(commands) -> None:
 
     data = sub.add_parser("data", help="images/sec of the input pipeline alone")
     data.add_argument("--dataset", default="imagenet", help="dataset name (default: imagenet)")
-    data.add_argument("--data_dir", "--data-dir", default=None, help="its files")
+    platform.add_platform_flag(data, "data_dir", help="its files")
     add_option_arguments(data, ("batch_size", "image_size", "dtype", "data_threads"),
                          defaults={"batch_size": 64, "dtype": "float32"})
     data.add_argument("--windows", type=_INT, default=5, help="timed windows")
