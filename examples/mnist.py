@@ -11,15 +11,16 @@ import shutil
 import sys
 from pathlib import Path
 
-import keras
-
 from tfyard import platform
 from tfyard.cli import main as tfyard
 from tfyard.distribute.cluster import load_cluster_config
 
 
 def build(input_shape=(28, 28, 1), num_classes=10):
-    """The "TensorFlow 2 quickstart for beginners" model, compiled as the tutorial does."""
+    """The "TensorFlow 2 quickstart for beginners" model, compiled as the tutorial does.
+    (Keras is imported here, after tfyard has quietened TensorFlow's C++ log lines.)"""
+    import keras
+
     model = keras.Sequential([
         keras.Input(input_shape),
         keras.layers.Flatten(),
