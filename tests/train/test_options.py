@@ -95,3 +95,18 @@ def test_evaluate_before_the_first_checkpoint_is_one_line(tmp_path, capsys):
     (tmp_path / "run.json").write_text("{}")
     assert main(["evaluate", "--output_dir", str(tmp_path)]) == 2
     assert "no checkpoint in" in capsys.readouterr().err
+
+
+def test_every_option_belongs_to_one_part_of_the_split():
+    """What every run has, the optimisation recipe, the classification fields: each field of
+    TrainOptions is declared in exactly one of them."""
+    from dataclasses import fields
+
+    from tfyard.train.options import ClassificationOptions, RecipeOptions, RunOptions
+
+    parts = [{f.name for f in fields(part)}
+             for part in (RunOptions, RecipeOptions, ClassificationOptions)]
+    assert sum(len(p) for p in parts) == len(fields(TrainOptions))
+    assert set().union(*parts) == {f.name for f in fields(TrainOptions)}
+    assert TrainOptions(learning_rate=0.3, momentum=0.8).recipe_changes() == [
+        "learning_rate", "momentum"]

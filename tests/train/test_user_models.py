@@ -31,8 +31,11 @@ def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, name, 
     out = tmp_path / "out"
     result = run_tfyard("train", "--model", f"{MODELS}:{name}", *SMALL, "--output_dir", out,
                         "--work_dir", digits_work, "--cpu_replicas", replicas,
-                        *(["--ds", "mirrored"] if replicas > 1 else []))
+                        *(["--ds", "mirrored"] if replicas > 1 else []),
+                        "--label_smoothing", "0.1")
     assert result.returncode == 0, result.stderr[-3000:]
+    # a compiled model trains with its own loss: the recipe's flags are named as ignored
+    assert ("ignored: --label_smoothing" in result.stdout) == (name == "compiled")
     summary = read_json(out / "summary.json")
     assert summary["model"] == f"{MODELS}:{name}" and summary["replicas"] == replicas
     assert summary["strategy"] == ("one_device" if replicas == 1 else "mirrored")

@@ -4,6 +4,7 @@ model, optimizer, input and evaluation functions, and the `Trainer`. No files ar
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -18,6 +19,8 @@ from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
 from tfyard.train.task import Task
+
+log = logging.getLogger("tfyard")
 
 
 @dataclass
@@ -68,6 +71,10 @@ def prepare(options: TrainOptions, plat, cluster, plan, task: Task) -> Prepared:
             optimizer = make_optimizer(numbers, options.momentum, options.nesterov,
                                        options.dtype, model)
         else:
+            ignored = options.recipe_changes()
+            if ignored:
+                log.warning(f"tfyard: warning: the model is compiled, so it trains with its "
+                            f"own optimizer and loss; ignored: --{', --'.join(ignored)}")
             optimizer = _loss_scaled(optimizer, options.dtype)
             numbers = replace(numbers, optimizer=type(optimizer).__name__, weight_decay=0.0,
                               learning_rate=float(tf.convert_to_tensor(optimizer.learning_rate)),

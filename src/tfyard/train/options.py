@@ -133,9 +133,24 @@ def _startup_timeout() -> float:
 WHAT, HOW, RUN = "what to train", "how long and how big", "distribution, checkpoints and output"
 
 
+class _Checked:
+    """Each field's `check` converts and validates it on construction (a UserError)."""
+
+    def __post_init__(self):
+        for f in fields(self):
+            value, check = getattr(self, f.name), f.metadata["check"]
+            if value is None or check is None:
+                continue
+            try:
+                object.__setattr__(self, f.name, check(value))
+            except (ValueError, TypeError) as exc:
+                raise UserError(f"--{f.name} {value!r}: {exc}") from None
+
+
 @dataclass(frozen=True)
-class TrainOptions:
-    """Everything `tfyard train` accepts; None means "take it from the recipe"."""
+class RunOptions(_Checked):
+    """What every run has, whatever it trains: the model and data it names, the platform,
+    steps and batch, cadence, strategy, seed, dtype, XLA, checkpoints and output."""
 
     model: str = opt("cifar_resnet20", "--model_name", "--model-name", group=WHAT,
                      help="model name from `tfyard models` (classic: --model_name=vgg_19), or "
@@ -149,10 +164,6 @@ class TrainOptions:
     work_dir: str | None = _platform("work_dir")
     log_dir: str | None = _platform("log_dir")
     num_gpus: str | None = _platform("num_gpus")
-    image_size: int | None = opt(None, check=positive_int, group=WHAT,
-                                 help="square input size (default: the dataset's)")
-    label_offset: int | None = opt(None, check=int, group=WHAT, help="added to stored labels "
-                                   "(ImageNet default -1 makes 1..1000 zero-based)")
     batch_size: int | None = opt(None, "--train-batch-size", "--train_batch_size", group=HOW,
                                  check=positive_int,
                                  help="global batch over all replicas (default: the recipe's)")
@@ -164,18 +175,6 @@ class TrainOptions:
                                   help="total steps; overrides --epochs")
     steps_per_loop: int = opt(10, check=positive_int, group=HOW,
                               help="steps run per tf.function call (default: 10)")
-    learning_rate: float | None = opt(None, check=positive_float, help="peak learning rate as "
-                                      "given (default: recipe, scaled by batch)")
-    optimizer: str | None = opt(None, choices=("sgd", "adamw"))
-    momentum: float = opt(0.9, check=fraction, help="SGD momentum, in [0, 1) (default: 0.9)")
-    nesterov: bool = opt(False)
-    lr_schedule: str | None = opt(None, choices=("piecewise", "cosine"))
-    decay_epochs: tuple[float, ...] | None = opt(
-        None, check=epoch_list, help="piecewise: comma-separated epochs where lr drops 10x")
-    warmup_epochs: float | None = opt(None, check=nonnegative_float)
-    label_smoothing: float = opt(0.0, check=fraction, help="in [0, 1) (default: 0)")
-    weight_decay: float | None = opt(None, check=nonnegative_float, help="L2 on kernels for "
-                                     "SGD, decoupled for AdamW (default: recipe)")
     dtype: str = opt("float32", choices=DTYPES,
                      help="compute dtype; float16 uses dynamic loss scaling")
     jit_compile: bool | None = opt(None, "--xla", negate=("--no_jit_compile", "--no_xla"),
@@ -187,8 +186,6 @@ class TrainOptions:
                                     "scaling already does) and stop after N in a row; 0 "
                                     "(default): a non-finite loss stops the run")
     sync_batch_norm: bool = opt(False, help="batch-norm statistics over all replicas")
-    zero_init_residual: bool = opt(False, help="zero the last batch-norm gamma of each "
-                                   "residual block")
     seed: int | None = opt(None, check=int)
     ds: str | None = opt(None, "--distribution_strategy", choices=STRATEGIES, group=RUN,
                          help="override the strategy chosen from TF_CONFIG and GPUs")
@@ -199,10 +196,6 @@ class TrainOptions:
     checkpoint_every_steps: int | None = opt(None, check=positive_int, group=RUN, help="also "
                                              "checkpoint every N steps (always at epoch ends)")
     keep_checkpoints: int = opt(3, check=positive_int, group=RUN)
-    data_threads: int | None = opt(None, check=positive_int, group=RUN,
-                                   help="input pipeline threads (default: AUTOTUNE)")
-    skip_corrupt: bool = opt(False, group=RUN,
-                             help="drop records that fail to decode and count them")
     record_example_ids: bool = opt(False, group=RUN, help="debug: append the ids of the "
                                    "examples each step consumed to <work_dir>/example_ids/ "
                                    "(needs --seed)")
@@ -216,15 +209,54 @@ class TrainOptions:
         None, check=step_range, group=RUN, help="A,B: a TensorBoard profiler trace of steps A "
         "to B in <log_dir>/train (chief or single process)")
 
-    def __post_init__(self):
-        for f in fields(self):
-            value, check = getattr(self, f.name), f.metadata["check"]
-            if value is None or check is None:
-                continue
-            try:
-                object.__setattr__(self, f.name, check(value))
-            except (ValueError, TypeError) as exc:
-                raise UserError(f"--{f.name} {value!r}: {exc}") from None
+
+@dataclass(frozen=True)
+class RecipeOptions(_Checked):
+    """tfyard's optimisation recipe, for a model that is not compiled (a compiled model
+    trains with its own optimizer); None takes the model family's published value."""
+
+    learning_rate: float | None = opt(None, check=positive_float, help="peak learning rate as "
+                                      "given (default: recipe, scaled by batch)")
+    optimizer: str | None = opt(None, choices=("sgd", "adamw"))
+    momentum: float = opt(0.9, check=fraction, help="SGD momentum, in [0, 1) (default: 0.9)")
+    nesterov: bool = opt(False)
+    lr_schedule: str | None = opt(None, choices=("piecewise", "cosine"))
+    decay_epochs: tuple[float, ...] | None = opt(
+        None, check=epoch_list, help="piecewise: comma-separated epochs where lr drops 10x")
+    warmup_epochs: float | None = opt(None, check=nonnegative_float)
+    weight_decay: float | None = opt(None, check=nonnegative_float, help="L2 on kernels for "
+                                     "SGD, decoupled for AdamW (default: recipe)")
+
+
+@dataclass(frozen=True)
+class ClassificationOptions(_Checked):
+    """Image classification: the registry datasets' image and label fields, the
+    recipe's loss (label smoothing) and the registry ResNets' initialisation."""
+
+    image_size: int | None = opt(None, check=positive_int, group=WHAT,
+                                 help="square input size (default: the dataset's)")
+    label_offset: int | None = opt(None, check=int, group=WHAT, help="added to stored labels "
+                                   "(ImageNet default -1 makes 1..1000 zero-based)")
+    label_smoothing: float = opt(0.0, check=fraction, help="in [0, 1) (default: 0)")
+    zero_init_residual: bool = opt(False, help="zero the last batch-norm gamma of each "
+                                   "residual block")
+    data_threads: int | None = opt(None, check=positive_int, group=RUN,
+                                   help="input pipeline threads (default: AUTOTUNE)")
+    skip_corrupt: bool = opt(False, group=RUN,
+                             help="drop records that fail to decode and count them")
+
+
+@dataclass(frozen=True)
+class TrainOptions(ClassificationOptions, RecipeOptions, RunOptions):
+    """Everything `tfyard train` accepts (one flat run.json); None means "take it from the
+    recipe"."""
+
+    def recipe_changes(self) -> list[str]:
+        """The recipe's fields (and label smoothing) set away from their defaults: a
+        compiled model trains as compiled, so these would be ignored."""
+        names = [f.name for f in fields(RecipeOptions)] + ["label_smoothing"]
+        default = TrainOptions()
+        return [n for n in names if getattr(self, n) != getattr(default, n)]
 
     def with_updates(self, **changes) -> TrainOptions:
         return replace(self, **changes)
