@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from tfyard.distribute import heartbeat
 from tfyard.distribute.cluster import ClusterConfig
+from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
 from tfyard.launch.ports import LOOPBACK, reserved_ports
 from tfyard.launch.supervise import (
@@ -140,8 +141,8 @@ class ProcessMember:
         """Its heartbeat's age while it is stopped or stuck in the kernel, else None."""
         return heartbeat.frozen_for(self.beat_file, self.proc.pid) if self.beat_file else None
 
-    def terminate(self) -> None:
-        signal_group(self.proc, signal.SIGTERM)
+    def terminate(self, signum: int = signal.SIGTERM) -> None:
+        signal_group(self.proc, signum)
 
     def kill(self) -> None:
         signal_group(self.proc, signal.SIGKILL)
@@ -193,6 +194,6 @@ def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int
     write = write or locked_writer(sys.stdout)
     with reserved_ports(len(members), host) as ports, \
             tempfile.TemporaryDirectory(prefix="tfyard-heartbeats-") as beats:
-        backend = _LocalBackend(command, dict(os.environ), [f"{host}:{p}" for p in ports],
+        backend = _LocalBackend(command, job_env(dict(os.environ)), [f"{host}:{p}" for p in ports],
                                 write, beats if hang_timeout else None)
         return supervise(members, backend, policy, write)

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
+from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
 from tfyard.launch.context import PASS_THROUGH, PAYLOAD_MODULE, Context, write_payload
 from tfyard.launch.local import ProcessMember, check_command, member_env
@@ -144,7 +145,7 @@ class MemberActor:
         if signum == signal.SIGKILL:
             self.member.kill()
         else:
-            self.member.terminate()
+            self.member.terminate(signum)
 
     def stop(self, grace: float) -> tuple[list[str], int | None]:
         """Stop the member (SIGTERM, SIGKILL after `grace`); its last lines and exit code."""
@@ -191,8 +192,8 @@ class _ActorMember:
     def heartbeat_age(self) -> float | None:
         return self.age
 
-    def terminate(self) -> None:
-        self.actor.signal.remote(signal.SIGTERM)  # actor calls run in order: before stop()
+    def terminate(self, signum: int = signal.SIGTERM) -> None:
+        self.actor.signal.remote(signum)  # actor calls run in order: before stop()
 
     def kill(self) -> None:
         self._quietly(CALL_TIMEOUT_S, "signal", signal.SIGKILL)
@@ -280,7 +281,7 @@ def _launch(members: list[Member], placement: Placement | None, policy: Policy |
     placement, policy = placement or Placement(), policy or Policy()
     work = {"cwd": os.getcwd(), "command": list(command) if command else None,
             "payload": payload, "heartbeat": bool(policy.hang_timeout),
-            "env": {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}}
+            "env": job_env({k: os.environ[k] for k in PASS_THROUGH if k in os.environ})}
     with ray_session(address) as ray:
         backend = _RayBackend(ray, len(members), placement, work, write)
         try:

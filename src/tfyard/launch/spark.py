@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
+from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
 from tfyard.launch.context import PASS_THROUGH, PAYLOAD_MODULE, Context, write_payload
 from tfyard.launch.local import ProcessMember, check_command, member_env, stop_group
@@ -105,7 +106,7 @@ def run_function(sc, main_fun: Callable, args: Sequence[str], num_executors: int
 
 
 def _run_stage(sc, members, command, write, board=None) -> None:
-    env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
+    env = job_env({k: os.environ[k] for k in PASS_THROUGH if k in os.environ})
     cwd = os.getcwd()
     with _LineSink(sc.getConf().get("spark.driver.host", "127.0.0.1"), write) as sink:
         address, token = sink.address, sink.token

@@ -10,7 +10,7 @@ child processes of Ray actors; both hand this module one handle per member.
 - A member whose heartbeat file (tfyard.distribute.heartbeat) is older than --hang_timeout
   while its process is stopped or stuck in the kernel is frozen: it is killed, named, and
   the job restarts under --max_restarts.
-- SIGTERM/SIGINT to the launcher forward SIGTERM to every member, wait --grace_period s
+- SIGTERM/SIGINT to the launcher are forwarded to every member, wait --grace_period s
   for them to save and exit, kill what is left, and give 128 + signal (143 for SIGTERM).
 """
 
@@ -108,7 +108,7 @@ class Handle(Protocol):
 
     def poll(self) -> int | None: ...
     def heartbeat_age(self) -> float | None: ...
-    def terminate(self) -> None: ...  # SIGTERM its process group, do not wait
+    def terminate(self, signum: int = signal.SIGTERM) -> None: ...  # signal its group, no wait
     def kill(self) -> None: ...  # SIGKILL its process group (also works on a stopped one)
     def stop(self, grace: float) -> None: ...  # SIGTERM, SIGKILL after grace, reap, drain
 
@@ -264,11 +264,11 @@ class Attempt:
                 self.handles[i].stop(self.policy.grace)
         return servers
 
-    def stop(self, grace: float) -> None:
-        """SIGTERM every member at once, give them `grace` s together, then kill the rest."""
+    def stop(self, grace: float, signum: int = signal.SIGTERM) -> None:
+        """Signal every member at once, give them `grace` s together, then kill the rest."""
         handles = [handle for handle in self.handles if handle is not None]
         for handle in handles:
-            handle.terminate()
+            handle.terminate(signum)
         deadline = time.monotonic() + grace
         for handle in handles:
             handle.stop(max(0.0, deadline - time.monotonic()))
@@ -305,7 +305,7 @@ def supervise(members: Sequence[Member], backend: Backend, policy: Policy,
         if attempt is not None:
             write(f"tfyard: {name} received; members have {policy.grace_period:g}s to save "
                   "and exit\n")
-            attempt.stop(policy.grace_period)
+            attempt.stop(policy.grace_period, stop.signum)  # Ctrl-C stays Ctrl-C
         write(f"tfyard: {name} received; stopped all members\n")
         return Outcome(128 + stop.signum)
     finally:

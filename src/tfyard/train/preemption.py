@@ -1,10 +1,15 @@
-"""Zero-loss preemption: SIGTERM makes a training run save at the step it reached and exit 143.
+"""Zero-loss preemption: SIGTERM makes a training run save at the step it reached and exit 143;
+Ctrl-C (SIGINT) does the same and exits 130, and a second Ctrl-C ends the process at once.
 
 Schedulers (Kubernetes, Spark, `tfyard launch local`) send SIGTERM, then SIGKILL after a
 grace period. `install()` replaces the default action (die at once, losing up to one
 checkpoint interval) with a handler that only sets a flag; Python runs it between
 bytecodes, so a compiled chunk always finishes first. `PreemptionAction` reads the flag at
-every chunk end:
+every chunk end (SIGINT sets it too: a user's Ctrl-C should not cost the steps since the last
+checkpoint). A second Ctrl-C means "now": a watcher thread reads the signal from the wakeup fd
+(so it acts even while the main thread is inside a save) and exits 130 without saving; the
+save in flight only ever wrote `ckpt-N_temp`, so the previous checkpoint stays the latest.
+It reads the flag at every chunk end:
 
 - all-reduce members (MultiWorkerMirrored) add their flags with one scalar all-reduce, so
   when only one member was signalled they all stop after the same chunk (a member that
@@ -20,6 +25,7 @@ PREEMPTED_EXIT_CODE (143), which the launchers restart on without spending a res
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -31,21 +37,56 @@ log = logging.getLogger("tfyard")
 PREEMPTED = "preempted"  # the stop reason in RunState and summary.json
 
 _flag = threading.Event()
+_first: list[int] = []  # the signal that set the flag: it decides the exit code
+_wakeup: list[int] = []  # the read end of the wakeup pipe, once the watcher runs
+_running = threading.Event()  # steps are running: Ctrl-C saves (else KeyboardInterrupt)
+
+
+def _request(signum: int, frame=None) -> None:
+    if signum == signal.SIGINT and not _running.is_set():
+        signal.default_int_handler(signum, frame)  # nothing trained to save (or a notebook)
+    if not _first:
+        _first.append(signum)
+    _flag.set()
 
 
 def install() -> None:
-    """SIGTERM sets the flag instead of killing the process (main thread only)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda _signum, _frame: _flag.set())
+    """SIGTERM and SIGINT set the flag instead of killing the process (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGTERM, _request)
+    signal.signal(signal.SIGINT, _request)
+    if not _wakeup:
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        _wakeup.append(read_end)
+        threading.Thread(target=_second_interrupt, args=(read_end,), daemon=True,
+                         name="tfyard-interrupt").start()
+
+
+def _second_interrupt(read_end: int) -> None:
+    """Exit 130 at the second SIGINT, even while the main thread is busy in a save."""
+    interrupts = 0
+    while True:
+        received = os.read(read_end, 64)
+        if not received:
+            return
+        interrupts += received.count(signal.SIGINT) if _running.is_set() else 0
+        if interrupts >= 2:
+            os.write(2, b"tfyard: interrupted again; stopped without saving (the previous "
+                        b"checkpoint is intact)\n")
+            os._exit(128 + signal.SIGINT)
 
 
 def requested() -> bool:
-    """Whether this process got SIGTERM."""
+    """Whether this process got SIGTERM or SIGINT."""
     return _flag.is_set()
 
 
 def reset() -> None:
     _flag.clear()
+    _first.clear()
 
 
 def agreement(strategy) -> Callable[[bool], bool]:
@@ -78,6 +119,12 @@ class PreemptionAction(Action):
         self.flag = flag
         self.agree = agreement(strategy)
 
+    def on_start(self, state: RunState) -> None:
+        _running.set()
+
+    def close(self) -> None:
+        _running.clear()
+
     def on_chunk_end(self, state: RunState) -> None:
         if not state.finished and self.agree(self.flag()):
             state.request_stop(PREEMPTED)
@@ -92,7 +139,10 @@ class PreemptionAction(Action):
 
 
 def exit_preempted(step: int) -> None:
-    """The one line, then exit 143 (SystemExit: `finally` blocks and atexit still run)."""
-    log.warning(f"tfyard: preempted at step {step}; saved checkpoint ckpt-{step}; rerun to "
-                f"resume (exit {PREEMPTED_EXIT_CODE})")
-    raise SystemExit(PREEMPTED_EXIT_CODE)
+    """The one line, then exit 143 after SIGTERM, 130 after Ctrl-C (SystemExit: `finally`
+    blocks and atexit still run)."""
+    interrupted = _first[:1] == [signal.SIGINT]
+    code = 128 + signal.SIGINT if interrupted else PREEMPTED_EXIT_CODE
+    log.warning(f"tfyard: {'interrupted' if interrupted else 'preempted'} at step {step}; "
+                f"saved checkpoint ckpt-{step}; rerun to resume (exit {code})")
+    raise SystemExit(code)

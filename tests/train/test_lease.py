@@ -1,0 +1,66 @@
+"""The run directory's lease rules, on real files (the process tests are in
+tests/reliability/test_run_directory.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from tfyard.distribute.cluster import parse_tf_config
+from tfyard.distribute.jobid import JOB_ENV
+from tfyard.errors import UserError
+from tfyard.train.lease import LEASE_FILE, TIMEOUT_ENV, take_lease
+
+SINGLE = parse_tf_config(None)
+
+
+def held(directory, age=0.0, **fields):
+    path = directory / LEASE_FILE
+    path.write_text(json.dumps({"host": "elsewhere", "pid": 1, "pid_start": "1",
+                                "started": time.time(), "job": None, "token": "theirs",
+                                **fields}))
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path
+
+
+def test_a_silent_holder_elsewhere_is_taken_over_only_after_the_timeout(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv(TIMEOUT_ENV, "30")
+    held(tmp_path, age=5)
+    with pytest.raises(UserError, match=r"in use by another run \(host elsewhere, pid 1"):
+        take_lease(str(tmp_path), SINGLE)
+    held(tmp_path, age=31)
+    with take_lease(str(tmp_path), SINGLE) as lease:
+        assert json.loads((tmp_path / LEASE_FILE).read_text())["token"] == lease.me["token"]
+    assert not (tmp_path / LEASE_FILE).exists()
+    assert sorted(os.listdir(tmp_path)) == []   # no temporary or stale names left
+
+
+def test_the_same_launcher_job_dead_pids_reused_pids_and_garbled_leases_are_taken(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv(JOB_ENV, "job-7")
+    held(tmp_path, job="job-7")                              # a launcher's restart
+    take_lease(str(tmp_path), SINGLE).release()
+    monkeypatch.delenv(JOB_ENV)
+    here = socket.gethostname()
+    held(tmp_path, host=here, pid=2 ** 22 + 1)               # no such process
+    take_lease(str(tmp_path), SINGLE).release()
+    held(tmp_path, host=here, pid=1, pid_start="no")         # pid 1 is another process now
+    take_lease(str(tmp_path), SINGLE).release()
+    (tmp_path / LEASE_FILE).write_text("{torn")
+    take_lease(str(tmp_path), SINGLE).release()
+
+
+def test_only_the_writer_takes_it(tmp_path):
+    held(tmp_path)
+    worker = parse_tf_config({"cluster": {"chief": ["a:1"], "worker": ["b:1"]},
+                              "task": {"type": "worker", "index": 0}})
+    evaluator = parse_tf_config({"cluster": {"chief": ["a:1"], "evaluator": ["c:1"]},
+                                 "task": {"type": "evaluator", "index": 0}})
+    for reader in (worker, evaluator):
+        with take_lease(str(tmp_path), reader):
+            assert json.loads((tmp_path / LEASE_FILE).read_text())["token"] == "theirs"
