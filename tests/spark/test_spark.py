@@ -69,6 +69,32 @@ def test_parameter_server_job_through_the_python_api(sc, tmp_path, capsys):
     assert "[ps:0] ps:0: serve with parameter_server" in text
 
 
+def fit_on_spark(argv, ctx):
+    """A user's main_fun: hand their own compiled model, imported by each member from the
+    user's directory, to tfyard.fit, which takes its role from the TF_CONFIG Spark set."""
+    import tfyard
+
+    models, out, work = argv
+    tfyard.fit(f"{models}:compiled", "digits", output_dir=out, work_dir=work, image_size=16,
+               train_steps=6, batch_size=32, steps_per_loop=3, num_gpus="0", seed=1,
+               jit_compile=False, quiet=True, export=False)
+
+
+def test_a_users_compiled_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path,
+                                                                    digits_work):
+    import tfyard.spark
+    from tests.train.test_user_models import MODELS
+
+    tfyard.spark.run(sc, fit_on_spark, [str(MODELS), str(tmp_path), str(digits_work)],
+                     num_executors=2)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["strategy"], summary["replicas"], summary["final_step"]) == (
+        "multi_worker_mirrored", 2, 6)
+    assert summary["model"] == f"{MODELS}:compiled" and "accuracy" in summary["eval"]
+    members = sorted(p.name for p in (digits_work / "members").glob("*.json"))
+    assert {"chief-0.json", "worker-0.json"} <= set(members)
+
+
 def test_servers_that_never_exit_are_stopped_once_the_chief_is_done(sc, tmp_path):
     from tfyard.launch.spark import run_command
 
