@@ -4,6 +4,8 @@ The CLI turns it into a single `tfyard: error: ...` line and exit status 2, so i
 message must name the problem and the fix, and never needs a traceback.
 """
 
+import errno
+import os
 import re
 
 
@@ -24,3 +26,27 @@ def plain_op_error(exc: BaseException) -> str:
     text = getattr(exc, "message", None) or str(exc)
     text = re.sub(r"\[\[.*?\]\]|\{\{[^}]*\}\}|\[Op:[^\]]*\]", " ", text, flags=re.S)
     return " ".join(text.split()) or type(exc).__name__
+
+
+# Failures of the disk itself: the user fixes them by freeing space or picking another place.
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG)
+
+
+def disk_reason(exc: BaseException) -> str | None:
+    """The OS's own words ("No space left on device") when `exc` is a disk failure, an
+    OSError or a TensorFlow error quoting one; None otherwise."""
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        return os.strerror(exc.errno)
+    text = (getattr(exc, "message", None) or str(exc)).lower()
+    return next((os.strerror(code) for code in DISK_ERRNOS
+                 if os.strerror(code).lower() in text), None)
+
+
+def disk_error(exc: BaseException, what: str) -> UserError | None:
+    """One line for a disk failure while doing `what` (None if `exc` is not one): the OS
+    reason, no TensorFlow op text, and the fix."""
+    reason = disk_reason(exc)
+    if reason is None:
+        return None
+    return UserError(f"cannot {what} ({reason}); free space or choose a writable "
+                     "--output_dir, then rerun to resume (earlier checkpoints are untouched)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import signal
@@ -68,3 +69,45 @@ def test_full_disk_is_one_clear_error_and_earlier_checkpoints_survive(tmp_path, 
     evaluated = run_tfyard("evaluate", "--output_dir", tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert read_json(tmp_path / "summary.json")["final_step"] == 10
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 64 MB tmpfs at tmp_path/out (needs root); skipped where it cannot be mounted."""
+    mount = tmp_path / "out"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a small filesystem here ({made.stderr.strip()})")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_filesystem_names_the_os_reason_leaves_no_temporaries_and_resumes(
+        small_filesystem, digits_work):
+    out = small_filesystem
+    flags = ["train", *FAST, "--output_dir", out, "--work_dir", digits_work, "--no_export",
+             "--eval_every_epochs", "100"]
+    first = run_tfyard(*flags, "--train_steps", "10")
+    assert first.returncode == 0, first.stderr[-2000:]
+    free = os.statvfs(out).f_bavail * os.statvfs(out).f_frsize
+    filler = out / "filler"
+    with open(filler, "wb") as handle:             # leave ~64 KB: less than a checkpoint
+        handle.truncate(0)
+        handle.write(b"\0" * (free - 64 * 1024))
+    full = run_tfyard(*flags, "--train_steps", "20")
+    assert full.returncode == 2, full.stderr[-2000:]
+    last = full.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfyard: error: cannot write") and "No space left on device" in last, \
+        full.stderr[-2000:]
+    assert "{{" not in last and "SaveV2" not in last and "Traceback" not in full.stderr
+    assert not list(out.rglob("*_temp*")) and not list(out.rglob("*.tmp*")), \
+        sorted(map(str, out.rglob("*")))
+    assert 'model_checkpoint_path: "ckpt-10"' in (out / "checkpoints" / "checkpoint").read_text()
+    assert read_json(out / "summary.json")["final_step"] == 10
+    filler.unlink()                                # space freed: the rerun resumes
+    rerun = run_tfyard(*flags, "--train_steps", "20")
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    summary = read_json(out / "summary.json")
+    assert (summary["resumed_from_step"], summary["final_step"]) == (10, 20)

@@ -11,7 +11,7 @@ import sys
 
 from tfyard import __version__, keras_startup, quiet
 from tfyard.distribute.strategy import end_together
-from tfyard.errors import UserError
+from tfyard.errors import UserError, disk_error
 from tfyard.flags import Parser
 from tfyard.train.console import configure_console
 
@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tfyard: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a full or read-only disk anywhere: the OS's words, one line
+        error = disk_error(exc, "write to disk")
+        if error is None:
+            raise
+        print(f"tfyard: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

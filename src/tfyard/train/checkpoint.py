@@ -32,7 +32,7 @@ import tempfile
 
 import tensorflow as tf
 
-from tfyard.errors import UserError
+from tfyard.errors import UserError, disk_reason, plain_op_error
 from tfyard.train.guards import diverged
 
 log = logging.getLogger("tfyard")
@@ -157,10 +157,12 @@ class Checkpoints:
         try:
             path = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as exc:
+            remove_temporaries(self._own_dir)
             raise UserError(
                 f"cannot write checkpoint at step {step} to {self._own_dir} "
-                f"({_first_line(exc)}); free space or choose a writable "
-                "--output_dir (earlier checkpoints are untouched)"
+                f"({disk_reason(exc) or plain_op_error(exc)}); free space or choose a "
+                "writable --output_dir, then rerun to resume (earlier checkpoints are "
+                "untouched)"
             ) from None
         if self.settings and self._own_dir == self.directory:
             write_settings(path, step, self.settings)
@@ -169,6 +171,23 @@ class Checkpoints:
     def close(self) -> None:
         if self._own_dir != self.directory:
             shutil.rmtree(self._own_dir, ignore_errors=True)
+
+
+def remove_temporaries(directory: str) -> None:
+    """Remove what unfinished saves left in `directory` (`ckpt-N_temp/` and the data of a
+    checkpoint the `checkpoint` file never listed). Only the lease holder writes there, so
+    nothing in flight is touched."""
+    if "://" in directory or not os.path.isdir(directory):
+        return
+    for temporary in glob.glob(os.path.join(directory, "ckpt-*_temp*")):
+        shutil.rmtree(temporary, ignore_errors=True)
+    listed = {os.path.basename(p) for p in checkpoint_paths(directory)}
+    for data in glob.glob(os.path.join(directory, "ckpt-*.data-*")) + \
+            glob.glob(os.path.join(directory, "ckpt-*.index")):
+        name = os.path.basename(data).split(".", 1)[0]
+        if listed and name not in listed and not os.path.exists(meta_path(
+                os.path.join(directory, name))):
+            os.remove(data)
 
 
 META_SUFFIX = ".meta.json"

@@ -29,6 +29,7 @@ import uuid
 from tfyard.distribute import jobid
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
+from tfyard.train.outputs import remove_temporaries
 
 log = logging.getLogger("tfyard")
 
@@ -106,6 +107,7 @@ class Lease:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, daemon=True, name="tfyard-lease")
         self._thread.start()
+        remove_temporaries(os.path.dirname(path))  # a killed predecessor's
 
     def ours(self) -> bool:
         holder = read(self.path)
@@ -126,6 +128,7 @@ class Lease:
         self._stop.set()
         try:
             if self.ours():
+                remove_temporaries(os.path.dirname(self.path))  # of a failed write
                 os.unlink(self.path)
         except OSError:
             pass

@@ -8,9 +8,11 @@ unparseable line with one warning, and `Reporter` starts its next record on a fr
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
+import shutil
 
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
@@ -23,6 +25,23 @@ EXPORTED_MODEL = os.path.join(EXPORT, "model.keras")
 METRICS = "metrics.jsonl"
 
 log = logging.getLogger("tfyard")
+
+# What unfinished writes leave: a checkpoint save's directory, write_json_atomic's file, an
+# export's directory.
+TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT + ".tmp")
+
+
+def remove_temporaries(output_dir: str) -> None:
+    """Remove what unfinished writes left in a local `output_dir`; only its lease holder may
+    call this (nothing else writes there)."""
+    if is_remote(output_dir):
+        return
+    for pattern in TEMPORARIES:
+        for path in glob.glob(os.path.join(glob.escape(output_dir), pattern)):
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
 
 
 def _read_text(path: str) -> str:

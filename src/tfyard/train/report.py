@@ -11,13 +11,20 @@ import time
 
 import tensorflow as tf
 
+from tfyard.errors import disk_error
+
 
 def write_json_atomic(path: str, payload: dict) -> None:
     """Write JSON to a temporary name, then rename, so readers never see half a file."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as handle:
-        handle.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    try:
+        with tf.io.gfile.GFile(tmp, "w") as handle:
+            handle.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except (tf.errors.OpError, OSError) as exc:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+        raise disk_error(exc, f"write {path}") or exc from None
 
 
 def _ends_torn(path: str) -> bool:
