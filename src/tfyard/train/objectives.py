@@ -105,6 +105,7 @@ class Compiled:
 
     def __call__(self, labels, outputs, weights=None):
         """(per-example loss, sums [loss, count, every metric's state contribution])."""
+        outputs = tf.cast(outputs, tf.float32)   # as Keras losses take mixed-precision outputs
         per_example = self._per_example(labels, outputs)
         count = tf.cast(tf.shape(per_example)[0], tf.float32) if weights is None \
             else tf.reduce_sum(tf.cast(weights, tf.float32))
