@@ -72,7 +72,7 @@ def prepare(options: TrainOptions, plat, cluster, plan, task: Task) -> Prepared:
                                        options.dtype, model)
         else:
             ignored = options.recipe_changes()
-            if ignored:
+            if ignored and cluster.is_coordinator:
                 log.warning(f"tfyard: warning: the model is compiled, so it trains with its "
                             f"own optimizer and loss; ignored: --{', --'.join(ignored)}")
             optimizer = _loss_scaled(optimizer, options.dtype)
