@@ -94,3 +94,22 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["data", "convert", "imagefolder", str(tmp_path / "nope"),
                  str(tmp_path / "o"), "--workers", "1"]) == 2
     assert "image folder" in capsys.readouterr().err
+
+
+def test_convert_prints_no_tensorflow_lines_and_a_failure_leaves_no_shards(tmp_path):
+    from tests.conftest import run_tfyard
+    from tfyard.quiet import ABSL_BANNER
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_folder(src, {"ant": 4, "bee": 4})
+    (src / "bee" / "9.jpg").write_bytes(b"not an image")
+    failed = run_tfyard("data", "convert", "imagefolder", src, dst, "--shards", "4",
+                        "--workers", "2")
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+    assert "9.jpg: not a readable image" in failed.stderr
+    assert sorted(os.listdir(dst)) == []                 # no shard, no .tmp
+    (src / "bee" / "9.jpg").unlink()
+    done = run_tfyard("data", "convert", "folder", src, dst, "--shards", "4", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert ABSL_BANNER not in done.stderr and "cuda" not in done.stderr, done.stderr
+    assert "train: 8 records" in done.stdout

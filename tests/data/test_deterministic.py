@@ -59,6 +59,7 @@ def source(request, tmp_path, digits_cache):
         return name, options, 12
     if name == "folder":
         write_folder(tmp_path / "train", {"ant": 4, "bee": 3, "cat": 5})
+        write_folder(tmp_path / "validation", {"ant": 1, "bee": 1, "cat": 1})  # none held out
         return name, options, 12
     return name, {"image_size": 8, "num_examples": 24}, 24
 

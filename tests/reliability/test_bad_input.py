@@ -53,3 +53,19 @@ def test_truncated_shards_and_labels_out_of_range_are_one_line(tmp_path, case):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("tfyard: error:") and str(shard) in last
     assert ("truncated" in last) if case == "truncated" else ("label 7" in last)
+
+
+def test_a_folder_without_validation_holds_some_out_and_runs_to_the_end(tmp_path):
+    from tests.data.helpers import write_folder
+
+    write_folder(tmp_path / "photos", {"ant": 10, "bee": 10, "cat": 10})
+    flags = ["--model", "mnist_mlp", "--dataset", "folder", "--image_size", "28",
+             "--batch_size", "4", "--train_steps", "4", "--num_gpus", "0"]
+    result = run_tfyard("train", *flags, "--data_dir", tmp_path / "photos", "--output_dir",
+                        tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "tfyard: note: no validation/ folder in" in result.stdout
+    assert "holding out 3 of the 30 images" in result.stdout
+    summary = read_json(tmp_path / "out" / "summary.json")
+    assert summary["dataset"] == "imagefolder" and summary["eval"] is not None
+    assert (tmp_path / "out" / "export" / "model.keras").exists()

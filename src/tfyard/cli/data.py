@@ -10,7 +10,9 @@ def register(commands) -> None:
     sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND",
                               parser_class=type(data))
     convert = sub.add_parser("convert", help="write ImageNet-style TFRecord shards + labels.txt")
-    convert.add_argument("source_format", choices=("imagefolder", "cifar10", "mnist"))
+    convert.add_argument("source_format", choices=("imagefolder", "cifar10", "mnist", "folder"),
+                         help="imagefolder (alias folder), cifar10 or mnist: the names "
+                         "`train --dataset` uses")
     convert.add_argument("src", help="the input directory")
     convert.add_argument("dst", help="the output directory (read it back with --dataset "
                          "imagenet)")
@@ -36,8 +38,12 @@ def register(commands) -> None:
 
 
 def run_convert(args) -> int:
+    from tfyard import quiet
     from tfyard.data.convert import CONVERTERS
+    from tfyard.data.formats import canonical
 
+    quiet.install()  # now: the writer processes inherit the filtered stderr
+    args.source_format = canonical(args.source_format)
     options = ({"validation_fraction": args.validation_fraction}
                if args.source_format == "imagefolder" else {})
     counts = CONVERTERS[args.source_format](args.src, args.dst, shards=args.shards,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
-from tfyard.data.formats import DATASETS, DatasetInfo, reader
+from tfyard.data.formats import DATASETS, DatasetInfo, canonical, reader
 from tfyard.data.pipeline import Spec, split_name
 from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
@@ -19,7 +19,7 @@ __all__ = ["DATASETS", "DatasetInfo", "build_dataset", "checked", "dataset_info"
 
 def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,
                  **options) -> DatasetInfo:
-    return reader(name).info(name, data_dir, cache_dir=cache_dir, **options)
+    return reader(name).info(canonical(name), data_dir, cache_dir=cache_dir, **options)
 
 
 def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_size: int,

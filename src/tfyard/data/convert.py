@@ -3,8 +3,10 @@
 Output is `DST/{train,validation}-%05d-of-%05d` plus `labels.txt` (`1:name`, labels 1..N
 as in ImageNet), read back with `--dataset imagenet`. Shards are written by a pool of
 processes, each to `<shard>.tmp` then renamed, so an interrupted run never leaves a
-shard that looks complete; the output depends only on the input and the seed. Output
-names never come from input names, so nothing is written outside DST.
+shard that looks complete, and a failed one removes the shards it wrote (a partial set
+would read as a smaller dataset); the output depends only on the input and the seed.
+Output names never come from input names, so nothing is written outside DST. The writer
+processes write to the stderr they inherit: `tfyard data convert` filters it first.
 """
 
 from __future__ import annotations
@@ -129,6 +131,14 @@ def _quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def _remove_written(paths: list[str]) -> None:
+    """A failed conversion takes back its shards, finished or not."""
+    for path in paths:
+        for name in (path, path + ".tmp"):
+            if os.path.exists(name):
+                os.remove(name)
+
+
 def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str],
                   shards: int, workers: int | None = None, seed: int = 0) -> dict[str, int]:
     """Shuffle each split (fixed seed), deal it round-robin into shards, write in parallel."""
@@ -143,24 +153,36 @@ def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str
         for shard in range(count):
             path = os.path.join(dst, f"{split}-{shard:05d}-of-{count:05d}")
             tasks.append((path, items[shard::count]))
+    try:
+        _write_shards(tasks, workers)
+    except BaseException:  # a bad image, a full disk, Ctrl-C
+        _remove_written([path for path, _ in tasks])
+        raise
+    write_text(os.path.join(dst, "labels.txt"),
+               "".join(f"{i}:{name}\n" for i, name in enumerate(class_names, 1)))
+    return {split: len(items) for split, items in splits.items()}
+
+
+def _write_shards(tasks: list[tuple[str, list[Item]]], workers: int | None) -> None:
     progress = Progress(len(tasks))
     workers = min(workers or os.cpu_count() or 1, len(tasks))
     if workers == 1:
         for path, items in tasks:
             write_shard(path, items)
             progress.step(os.path.basename(path))
-    else:
-        import multiprocessing
+        return
+    import multiprocessing
 
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_quiet_tensorflow) as pool:
-            futures = [pool.submit(write_shard, path, items) for path, items in tasks]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_quiet_tensorflow) as pool:
+        futures = [pool.submit(write_shard, path, items) for path, items in tasks]
+        try:
             for (path, _), future in zip(tasks, futures, strict=True):
                 future.result()
                 progress.step(os.path.basename(path))
-    write_text(os.path.join(dst, "labels.txt"),
-               "".join(f"{i}:{name}\n" for i, name in enumerate(class_names, 1)))
-    return {split: len(items) for split, items in splits.items()}
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # running writers finish first
+            raise
 
 
 def convert_imagefolder(src: str, dst: str, shards: int = 8, validation_fraction: float = 0.0,

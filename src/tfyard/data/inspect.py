@@ -30,7 +30,7 @@ def detect(path: str) -> str:
         if any(glob.glob(os.path.join(glob.escape(path), p)) for p in patterns):
             return name
     if any(e.is_dir() for e in os.scandir(path)):
-        return "folder"
+        return "imagefolder"
     raise UserError(f"cannot tell the format of {path}: expected TFRecord shards, CIFAR .bin "
                     "batches, mnist.npz / IDX .gz files or class sub-folders of images")
 

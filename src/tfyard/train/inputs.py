@@ -35,8 +35,8 @@ class RegistryInput:
 
     def __init__(self, options, plat):
         self.options, self.plat = options, plat
-        self.name = options.dataset
         self.info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
+        self.name = self.info.name   # the canonical spelling (`folder` is `imagefolder`)
         self.num_classes = self.info.num_classes
         self.input_shape = model_input_shape(self.info.image_shape, options.image_size)
         self.train_examples = self.info.num_examples["train"]

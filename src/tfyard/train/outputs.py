@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 
+from tfyard.data.formats import canonical
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
 
@@ -112,7 +113,8 @@ def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int
     classes = run.get("num_classes", num_classes)
     if num_classes is None:   # the user's model says how many; checked when it is built
         num_classes = classes
-    if (before, run.get("dataset", dataset), classes) == (model, dataset, num_classes):
+    if (before, canonical(run.get("dataset", dataset)), classes) == (model, canonical(dataset),
+                                                                    num_classes):
         return
     raise UserError(
         f"output_dir {output_dir} holds a run of {before} on {run.get('dataset')} "

@@ -16,7 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 from tfyard.data.formats.base import DatasetInfo, Record
 from tfyard.errors import UserError
 
-__all__ = ["DATASETS", "REGISTRY", "DatasetInfo", "Format", "Record", "reader"]
+__all__ = ["ALIASES", "DATASETS", "REGISTRY", "DatasetInfo", "Format", "Record", "canonical",
+           "reader"]
 
 # dataset name -> the module in this package that reads it; one key per dataset format
 REGISTRY = {
@@ -25,11 +26,18 @@ REGISTRY = {
     "cifar10": "cifar",
     "cifar100": "cifar",
     "mnist": "mnist",
-    "folder": "folder",
+    "imagefolder": "folder",
     "digits": "digits",
     "synthetic": "synthetic",
 }
 DATASETS: tuple[str, ...] = tuple(REGISTRY)
+# Older spellings, accepted everywhere and recorded as the canonical name.
+ALIASES = {"folder": "imagefolder"}
+
+
+def canonical(name: str) -> str:
+    """The one name of a dataset format (`folder` is `imagefolder`)."""
+    return ALIASES.get(name, name)
 
 
 @runtime_checkable
@@ -48,6 +56,7 @@ class Format(Protocol):
 
 def reader(name: str) -> Format:
     """The format for dataset `name`, or a UserError listing the known names."""
+    name = canonical(name)
     if name not in REGISTRY:
         close = difflib.get_close_matches(name, DATASETS, n=len(DATASETS), cutoff=0.3)
         known = close + [n for n in DATASETS if n not in close]

@@ -1,11 +1,17 @@
-"""A directory of class sub-folders of JPEG/PNG images, read directly.
+"""A directory of class sub-folders of JPEG/PNG images, read directly (`imagefolder`).
 
 `DATA_DIR/<split>/<class>/*` when a split folder exists, else `DATA_DIR/<class>/*` for
 training. Classes are the sorted sub-folder names of the training folder.
+
+Without a `validation/` (or `val/`, `test/`) folder, HOLD_OUT of each class's training
+images (evenly spaced in name order, so every run holds out the same ones) become the
+validation split, with a note when the dataset is first looked at: a run then evaluates,
+writes its summary and exports, where it used to train every step and fail at the end.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from tfyard.data.formats.base import DatasetInfo, Record, require_dir
@@ -13,6 +19,9 @@ from tfyard.errors import UserError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
 _SPLIT_DIRS = {"train": ("train",), "validation": ("validation", "val", "test")}
+HOLD_OUT = 0.1  # of each class, when there is no validation folder
+_noted: set[str] = set()
+log = logging.getLogger("tfyard")
 
 
 def list_images(root: str, classes: list[str] | None = None):
@@ -36,30 +45,44 @@ def list_images(root: str, classes: list[str] | None = None):
     return names, files
 
 
-def split_dir(data_dir: str | None, split: str) -> str:
-    data_dir = require_dir("folder", data_dir)
+def split_dir(data_dir: str | None, split: str) -> str | None:
+    """The folder of `split`; None for a validation split that has none (held out)."""
+    data_dir = require_dir("imagefolder", data_dir)
     for name in _SPLIT_DIRS[split]:
         if os.path.isdir(os.path.join(data_dir, name)):
             return os.path.join(data_dir, name)
-    if split == "train":
-        return data_dir
-    raise UserError(f"no validation/ folder in {data_dir}; add {data_dir}/validation/<class>/ "
-                    "images or convert with --validation_fraction")
+    return data_dir if split == "train" else None
+
+
+def held_out(files: list[tuple[str, int]]) -> set[int]:
+    """Indices of HOLD_OUT of each class's files, evenly spaced; none of a 1-image class."""
+    by_class: dict[int, list[int]] = {}
+    for i, (_, label) in enumerate(files):
+        by_class.setdefault(label, []).append(i)
+    chosen = set()
+    for indices in by_class.values():
+        count = round(HOLD_OUT * len(indices)) or (1 if len(indices) > 1 else 0)
+        chosen.update(indices[int((j + 0.5) * len(indices) / count)] for j in range(count))
+    return chosen
 
 
 def listing(data_dir: str | None, split: str):
-    classes, _ = list_images(split_dir(data_dir, "train"))
-    if split == "train":
-        return classes, list_images(split_dir(data_dir, "train"))[1]
-    return classes, list_images(split_dir(data_dir, split), classes)[1]
+    train_dir = split_dir(data_dir, "train")
+    classes, files = list_images(train_dir)
+    validation_dir = split_dir(data_dir, "validation")
+    if validation_dir is not None:
+        return classes, (files if split == "train" else list_images(validation_dir, classes)[1])
+    held = held_out(files)
+    if train_dir not in _noted:
+        _noted.add(train_dir)
+        log.info(f"tfyard: note: no validation/ folder in {data_dir}; holding out {len(held)} "
+                 f"of the {len(files)} images ({HOLD_OUT:.0%} of each class) for validation")
+    return classes, [f for i, f in enumerate(files) if (i in held) == (split != "train")]
 
 
 def info(name, data_dir, cache_dir=None, **_):
     classes, train = listing(data_dir, "train")
-    try:
-        validation = len(listing(data_dir, "validation")[1])
-    except UserError:
-        validation = 0
+    validation = len(listing(data_dir, "validation")[1])
     return DatasetInfo(name, len(classes), (224, 224, 3),
                        {"train": len(train), "validation": validation})
 
