@@ -21,6 +21,7 @@ from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import UserError
 from tfyard.train import outputs
 from tfyard.train.console import configure_console
+from tfyard.train.lease import take_lease
 from tfyard.train.options import TrainOptions, parse_train_args
 
 log = logging.getLogger("tfyard")
@@ -50,32 +51,33 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
         if status:
             raise SystemExit(status)  # SIGTERM: 143, the launcher restarts it
         return None
-    from tfyard.train.task import make_task
+    with take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
+        from tfyard.train.task import make_task
 
-    task = make_task(options, plat, model, data, eval_data, num_classes)
-    outputs.refuse_other_run(plat.output_dir, **task.identity())
-    if plan.behaviour == "evaluate":
-        from tfyard.train.evaluate import run_sidecar
+        task = make_task(options, plat, model, data, eval_data, num_classes)
+        outputs.refuse_other_run(plat.output_dir, **task.identity())
+        if plan.behaviour == "evaluate":
+            from tfyard.train.evaluate import run_sidecar
 
-        return run_sidecar(options, plat, task)
-    from tfyard.train import preemption
-    from tfyard.train.build import prepare
-    from tfyard.train.loop import parameter_server_loss
+            return run_sidecar(options, plat, task)
+        from tfyard.train import preemption
+        from tfyard.train.build import prepare
+        from tfyard.train.loop import parameter_server_loss
 
-    preemption.install()  # SIGTERM: save at the current step, exit 143
-    watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
-    run = prepare(options, plat, cluster, plan, task)
-    preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-    controller, restored = _controller(options, plat, cluster, plan, run, watchdog)
-    _announce(options, plan, run, restored, controller.state.start_step)
-    with task.data.checked("train"), input_ended(run.numbers.total_steps), \
-            parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
-        state = controller.run()
-    summary = _finish(options, plat, cluster, plan, run, state)
-    if state.stop_reason == preemption.PREEMPTED:
-        strategies.end_together()  # all-reduce members stopped at the same step
-        preemption.exit_preempted(state.step)
-    return summary
+        preemption.install()  # SIGTERM: save at the current step, exit 143
+        watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
+        run = prepare(options, plat, cluster, plan, task)
+        preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
+        controller, restored = _controller(options, plat, cluster, plan, run, watchdog)
+        _announce(options, plan, run, restored, controller.state.start_step)
+        with task.data.checked("train"), input_ended(run.numbers.total_steps), \
+                parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
+            state = controller.run()
+        summary = _finish(options, plat, cluster, plan, run, state)
+        if state.stop_reason == preemption.PREEMPTED:
+            strategies.end_together()  # all-reduce members stopped at the same step
+            preemption.exit_preempted(state.step)
+        return summary
 
 
 def _controller(options, plat, cluster, plan, run, watchdog):
