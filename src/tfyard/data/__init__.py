@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 
 from tfyard.data.formats import DATASETS, DatasetInfo, canonical, reader
-from tfyard.data.pipeline import Spec, split_name
+from tfyard.data.pipeline import DatasetRequest, split_name
 from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
 
@@ -47,9 +47,12 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
         raise UserError(f"batch size must be at least 1, got {batch_size}")
     if with_ids and seed is None:
         raise UserError("example ids (with_ids) need a seed: only a seeded order is addressed")
-    spec = Spec(split_name(split), batch_size, image_size, dtype, input_context, repeat,
-                shuffle, seed, label_offset, data_threads, skip_corrupt, cache_dir,
-                num_examples, start_example, global_batch, with_ids)
+    spec = DatasetRequest(
+        split=split_name(split), batch_size=batch_size, image_size=image_size, dtype=dtype,
+        input_context=input_context, repeat=repeat, shuffle=shuffle, seed=seed,
+        label_offset=label_offset, data_threads=data_threads, skip_corrupt=skip_corrupt,
+        cache_dir=cache_dir, num_examples=num_examples, start_example=start_example,
+        global_batch=global_batch, with_ids=with_ids)
     if spec.deterministic:
         from tfyard.data.order import Layout
 

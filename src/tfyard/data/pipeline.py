@@ -13,8 +13,8 @@ from tfyard.errors import UserError
 SPLITS = {"train": "train", "validation": "validation", "test": "validation"}
 
 
-@dataclass(frozen=True)
-class Spec:
+@dataclass(frozen=True, kw_only=True)
+class DatasetRequest:
     """The caller's request, as `build_dataset` received it (split already normalised)."""
 
     split: str
@@ -65,7 +65,7 @@ def split_name(split: str) -> str:
         raise UserError(f"unknown split {split!r}; use one of train, validation, test") from None
 
 
-def assemble(source, decode, spec: Spec, *, open_file=None, num_files: int = 0,
+def assemble(source, decode, spec: DatasetRequest, *, open_file=None, num_files: int = 0,
              cache: bool = False, shuffle_buffer: int = 10_000):
     """Turn `source` into batches of (image, label).
 
@@ -100,7 +100,7 @@ def assemble(source, decode, spec: Spec, *, open_file=None, num_files: int = 0,
     return _batched(dataset, spec, ordered)
 
 
-def addressed(stream, decode, spec: Spec):
+def addressed(stream, decode, spec: DatasetRequest):
     """Seeded path: `stream` yields (global example number, id, *record) in order
     (`tfyard.data.order`); `decode(*record, seed=...)` augments from the example's seed."""
     import tensorflow as tf
@@ -116,7 +116,7 @@ def addressed(stream, decode, spec: Spec):
     return _batched(dataset, spec, True)
 
 
-def _batched(dataset, spec: Spec, ordered: bool):
+def _batched(dataset, spec: DatasetRequest, ordered: bool):
     import tensorflow as tf
 
     if spec.skip_corrupt:
@@ -125,7 +125,7 @@ def _batched(dataset, spec: Spec, ordered: bool):
     return finish(dataset.prefetch(tf.data.AUTOTUNE), spec, ordered)
 
 
-def finish(dataset, spec: Spec, ordered: bool = True):
+def finish(dataset, spec: DatasetRequest, ordered: bool = True):
     """Options every pipeline shares: determinism, thread pool, no second auto-sharding."""
     import tensorflow as tf
 

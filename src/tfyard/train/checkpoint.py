@@ -205,6 +205,26 @@ def seed_states(model) -> list:
             if v.path.rsplit("/", 1)[-1] == "seed_generator_state"]
 
 
+def resume_settings(options, plan, cluster, run) -> dict | None:
+    """The settings that decide the bits of a step, recorded with every checkpoint so that a
+    resume with other values warns; None for parameter-server runs, never bit-identical."""
+    if plan.strategy == "parameter_server":
+        return None
+    numbers = run.numbers
+    settings = {
+        "seed": options.seed, "strategy": plan.strategy, "replicas": run.replicas,
+        "members": max(cluster.num_workers, 1), "dtype": options.dtype,
+        "jit_compile": run.trainer.config.jit_compile, "global_batch": numbers.global_batch,
+        "data_threads": options.data_threads, **machine_settings()}
+    if numbers.lr_schedule == "cosine":  # the only schedule that depends on the run's length
+        settings["total_steps"] = numbers.total_steps
+    if run.trainer.executor.needs_statistics_sync(run.model):
+        # replicas average their batch-norm statistics at every boundary
+        everies = {numbers.steps_per_epoch, options.checkpoint_every_steps, run.eval_every_steps}
+        settings["sync_every"] = ",".join(str(n) for n in sorted(everies - {None}))
+    return settings
+
+
 def machine_settings() -> dict:
     """TensorFlow's version and effective thread pools: their sizes decide how reductions
     split, so they change the bits of a step."""

@@ -78,23 +78,21 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
     from tfyard.train.task import make_task
 
     outputs.require_run(output_dir, use_export)
-    run = outputs.read_run(output_dir)
-    if run is None:
-        raise UserError(f"{os.path.join(output_dir, outputs.RUN_FILE)} is missing or unreadable; "
-                        "point --output_dir at a directory written by `tfyard train`")
-    options = TrainOptions.from_dict(run)
+    record = outputs.read_run(output_dir)
+    if record is None:
+        raise UserError(f"{os.path.join(output_dir, outputs.RUN_FILE)} is unreadable; point "
+                        "--output_dir at a directory written by `tfyard train`")
+    options = TrainOptions.from_dict(record)
     plat = platform_contract.resolve(data_dir or options.data_dir, output_dir,
                                      options.work_dir, None, 0, create=False)
-    task = make_task(options, plat, eval_data=run.get("eval_data"),
-                     num_classes=run.get("num_classes"))
+    task = make_task(options, plat, eval_data=record.get("eval_data"),
+                     num_classes=record.get("num_classes"))
     model = task.build_model(dtype_policy(options.dtype))
     objective = task.objective(model, options.label_smoothing)
     if use_export:
         import keras
 
         path = os.path.join(output_dir, outputs.EXPORTED_MODEL)
-        if not tf.io.gfile.exists(path):
-            raise UserError(f"{path} not found; the run has not exported yet (drop --export)")
         model.set_weights(keras.models.load_model(path, compile=False).get_weights())
         source = path
     else:
@@ -102,8 +100,5 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
         source = restore_newest(tf.train.Checkpoint(model=model, step=step),
                                 os.path.join(output_dir, outputs.CHECKPOINTS),
                                 lambda status: status.expect_partial())
-        if source is None:
-            raise UserError(f"no checkpoint in {output_dir}/{outputs.CHECKPOINTS} yet; train "
-                            "first or use --export")
     metrics = _evaluate(task, model, objective, 64, split)
     return {"source": source, "split": split, **metrics}

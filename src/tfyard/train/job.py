@@ -119,10 +119,10 @@ def _restore(options, plat, cluster, plan, run):
     """Checkpoints (model, optimizer, step and the Keras seed states, and the settings every
     save records beside them), the newest restored; a resume with other settings warns in
     one line."""
-    from tfyard.train.build import resume_settings
     from tfyard.train.checkpoint import (
         Checkpoints,
         read_settings,
+        resume_settings,
         seed_states,
         settings_difference,
     )

@@ -235,6 +235,9 @@ class ClassificationOptions(_Checked):
 
     image_size: int | None = opt(None, check=positive_int, group=WHAT,
                                  help="square input size (default: the dataset's)")
+    resnet_size: int | None = opt(None, "--resnet-size", check=positive_int, group=WHAT,
+                                  help="classic ResNet depth: 50 -> resnet50, or cifar_resnetN "
+                                  "on CIFAR data (the command line resolves it into --model)")
     label_offset: int | None = opt(None, check=int, group=WHAT, help="added to stored labels "
                                    "(ImageNet default -1 makes 1..1000 zero-based)")
     label_smoothing: float = opt(0.0, check=fraction, help="in [0, 1) (default: 0)")
@@ -326,8 +329,6 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     """Add every training flag, including the classic spellings, to `parser`."""
     platform.add_platform_arguments(parser)
     add_option_arguments(parser)
-    parser.add_argument("--resnet_size", "--resnet-size", type=int, default=None,
-                        help="classic ResNet depth: 50 -> resnet50, or cifar_resnetN on CIFAR data")
     return parser
 
 
@@ -340,7 +341,7 @@ def options_from_args(args: argparse.Namespace, **overrides) -> TrainOptions:
     values.update(overrides)
     dataset = values.get("dataset", TrainOptions.dataset)
     model = values.get("model")
-    resnet_size = getattr(args, "resnet_size", None)
+    resnet_size = values.pop("resnet_size", None)   # resolved into the model's name here
     if resnet_size is not None and model is None and dataset.startswith("cifar"):
         model = f"cifar_resnet{resnet_size}"
         resnet_size = None

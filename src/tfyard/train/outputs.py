@@ -123,19 +123,15 @@ def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int
 
 
 def require_run(output_dir: str, use_export: bool = False) -> None:
-    """Refuse a local directory that has no run.json, or nothing to evaluate yet.
-
-    Remote paths (gs://, hdfs://) are checked later, through TensorFlow's file system.
-    """
-    if is_remote(output_dir):
-        return
+    """Refuse a directory that has no run.json, or nothing to evaluate yet. A local one is
+    checked before TensorFlow loads; a remote one (gs://, hdfs://) through its file system."""
     run_file = os.path.join(output_dir, RUN_FILE)
-    if not os.path.exists(run_file):
+    if not _exists(run_file):
         raise UserError(f"{run_file} not found; point --output_dir at a directory written by "
                         "`tfyard train`")
-    if use_export and not os.path.exists(os.path.join(output_dir, EXPORTED_MODEL)):
+    if use_export and not _exists(os.path.join(output_dir, EXPORTED_MODEL)):
         raise UserError(f"{os.path.join(output_dir, EXPORTED_MODEL)} not found; the run has not "
                         "exported yet (drop --export)")
-    if not use_export and not os.path.exists(os.path.join(output_dir, CHECKPOINTS, "checkpoint")):
+    if not use_export and not _exists(os.path.join(output_dir, CHECKPOINTS, "checkpoint")):
         raise UserError(f"no checkpoint in {output_dir}/{CHECKPOINTS} yet; train first or "
                         "use --export")
