@@ -53,10 +53,10 @@ def prepare_member(options: TrainOptions):
     if plan.behaviour != "train":
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
-    from tfyard.train.build import prepare
+    from tfyard.train.build import RunContext, prepare
     from tfyard.train.task import make_task
 
-    run = prepare(options, plat, cluster, plan, make_task(options, plat))
+    run = prepare(RunContext(options, plat, cluster, plan), make_task(options, plat))
     return run, plat, cluster, plan
 
 

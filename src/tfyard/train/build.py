@@ -13,8 +13,11 @@ import tensorflow as tf
 
 from tfyard import compat
 from tfyard.distribute import strategy as strategies
+from tfyard.distribute.cluster import ClusterConfig
+from tfyard.distribute.strategy import Plan
 from tfyard.errors import UserError
 from tfyard.models.factory import policy_name
+from tfyard.platform import Platform
 from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
@@ -23,10 +26,21 @@ from tfyard.train.task import Task
 log = logging.getLogger("tfyard")
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """Who this process is and what it was asked to do."""
+
+    options: TrainOptions
+    plat: Platform
+    cluster: ClusterConfig
+    plan: Plan
+
+
 @dataclass
 class Prepared:
     """One process's training set-up; `evaluate` runs on the evaluation input."""
 
+    context: RunContext
     strategy: tf.distribute.Strategy
     task: Task
     numbers: Resolved
@@ -52,8 +66,9 @@ def input_pipelines(plan, cluster) -> int:
     return max(cluster.num_workers, 1) if plan.strategy == "multi_worker_mirrored" else 1
 
 
-def prepare(options: TrainOptions, plat, cluster, plan, task: Task) -> Prepared:
+def prepare(context: RunContext, task: Task) -> Prepared:
     """Strategy, batch arithmetic, model, optimizer and the Trainer for one process."""
+    options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
     strategies.configure_cpu_replicas(options.cpu_replicas)
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
@@ -98,7 +113,7 @@ def prepare(options: TrainOptions, plat, cluster, plan, task: Task) -> Prepared:
         if options.eval_every_epochs else None
     evaluate = _evaluation(task, numbers, model, objective, strategy) \
         if task.data.has_eval else None
-    return Prepared(strategy, task, numbers, replicas, policy, model, optimizer, trainer,
+    return Prepared(context, strategy, task, numbers, replicas, policy, model, optimizer, trainer,
                     evaluate, max(1, eval_steps) if eval_steps is not None else None)
 
 

@@ -205,9 +205,11 @@ def seed_states(model) -> list:
             if v.path.rsplit("/", 1)[-1] == "seed_generator_state"]
 
 
-def resume_settings(options, plan, cluster, run) -> dict | None:
-    """The settings that decide the bits of a step, recorded with every checkpoint so that a
-    resume with other values warns; None for parameter-server runs, never bit-identical."""
+def resume_settings(run) -> dict | None:
+    """The settings that decide the bits of a step of a prepared run, recorded with every
+    checkpoint so that a resume with other values warns; None for parameter-server runs,
+    never bit-identical."""
+    options, cluster, plan = run.context.options, run.context.cluster, run.context.plan
     if plan.strategy == "parameter_server":
         return None
     numbers = run.numbers

@@ -61,27 +61,28 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
 
             return run_sidecar(options, plat, task)
         from tfyard.train import preemption
-        from tfyard.train.build import prepare
+        from tfyard.train.build import RunContext, prepare
         from tfyard.train.loop import parameter_server_loss
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
-        run = prepare(options, plat, cluster, plan, task)
+        run = prepare(RunContext(options, plat, cluster, plan), task)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-        controller, restored = _controller(options, plat, cluster, plan, run, watchdog)
-        _announce(options, plan, run, restored, controller.state.start_step)
+        controller, restored = _controller(run, watchdog)
+        _announce(run, restored, controller.state.start_step)
         with task.data.checked("train"), input_ended(run.numbers.total_steps), \
                 parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
             state = controller.run()
-        summary = _finish(options, plat, cluster, plan, run, state)
+        summary = _finish(run, state)
         if state.stop_reason == preemption.PREEMPTED:
             strategies.end_together()  # all-reduce members stopped at the same step
             preemption.exit_preempted(state.step)
         return summary
 
 
-def _controller(options, plat, cluster, plan, run, watchdog):
+def _controller(run, watchdog):
     """The Controller with this process's actions; the checkpoint is restored first."""
+    options, plat, cluster, plan = _unpack(run)
     from tfyard.train import actions
     from tfyard.train.console import Console
     from tfyard.train.controller import Controller
@@ -91,7 +92,7 @@ def _controller(options, plat, cluster, plan, run, watchdog):
     from tfyard.train.report import Reporter
 
     writes = cluster.is_coordinator
-    checkpoints, restored = _restore(options, plat, cluster, plan, run)
+    checkpoints, restored = _restore(run)
     numbers = run.numbers
     todo = [actions.OnFirstChunk(watchdog.stop),
             DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
@@ -115,7 +116,7 @@ def _controller(options, plat, cluster, plan, run, watchdog):
     return Controller(run.trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
 
 
-def _restore(options, plat, cluster, plan, run):
+def _restore(run):
     """Checkpoints (model, optimizer, step and the Keras seed states, and the settings every
     save records beside them), the newest restored; a resume with other settings warns in
     one line."""
@@ -128,22 +129,28 @@ def _restore(options, plat, cluster, plan, run):
     )
     from tfyard.train.report import write_json_atomic
 
+    options, plat, cluster, _ = _unpack(run)
     writes = cluster.is_coordinator
     seeds = seed_states(run.model)
-    settings = resume_settings(options, plan, cluster, run)
+    settings = resume_settings(run)
     checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
                               options.keep_checkpoints, settings=settings, model=run.model,
                               optimizer=run.optimizer, step=run.trainer.step,
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
-        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), run_record(
-            options, plat, run))
+        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), run_record(run))
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
         if difference:
             log.warning(difference)
     return checkpoints, restored
+
+
+def _unpack(run) -> tuple:
+    """(options, platform, cluster, plan) of a prepared run."""
+    context = run.context
+    return context.options, context.plat, context.cluster, context.plan
 
 
 def _member(cluster) -> str:
@@ -170,18 +177,18 @@ def _example_id_log(plat, cluster, trainer):
     return Callback(on_chunk_end=write)
 
 
-def run_record(options, plat, run) -> dict:
+def run_record(run) -> dict:
     """run.json: the options, the platform, what is trained and the numbers the chief
     resolved (the evaluator side-car reads them rather than guessing)."""
-    numbers = run.numbers
-    return {**options.to_dict(), **plat.as_dict(), **run.task.identity(),
+    numbers, context = run.numbers, run.context
+    return {**context.options.to_dict(), **context.plat.as_dict(), **run.task.identity(),
             "eval_data": run.task.data.eval_name, "total_steps": numbers.total_steps,
             "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
             "per_replica_batch": numbers.per_replica_batch}
 
 
-def _announce(options, plan, run, restored, start) -> None:
-    numbers, shape, identity = run.numbers, run.shape, run.task.identity()
+def _announce(run, restored, start) -> None:
+    numbers, shape, identity, plan = run.numbers, run.shape, run.task.identity(), run.context.plan
     log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
              f"({identity['num_classes']} classes, "
              f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {run.replicas} "
@@ -195,11 +202,12 @@ def _announce(options, plan, run, restored, start) -> None:
              else "tfyard: starting from step 0 (no checkpoint)")
 
 
-def _finish(options, plat, cluster, plan, run, state) -> dict:
+def _finish(run, state) -> dict:
     """The summary: every member's into work_dir/members, the chief's into summary.json."""
     from tfyard.train.preemption import PREEMPTED
     from tfyard.train.report import write_json_atomic
 
+    options, plat, cluster, plan = _unpack(run)
     numbers = run.numbers
     summary = {
         **run.task.identity(), "strategy": plan.strategy, "replicas": run.replicas,
