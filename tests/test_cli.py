@@ -7,10 +7,13 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import fields
+from types import MappingProxyType
 
 from tests.conftest import run_tfyard
 from tfyard import __version__, platform
 from tfyard.cli import build_parser
+from tfyard.train.options import TrainOptions
 
 LEGACY = json.dumps({"cluster": {"master": ["h:2222"], "ps": ["h:2223"], "worker": ["h:2224"]},
                      "task": {"type": "master", "index": 0}, "environment": "cloud"})
@@ -116,3 +119,32 @@ def test_every_commands_platform_flags_come_from_the_one_declaration(monkeypatch
                     stray.append(f"{command} {' '.join(action.option_strings)}")
     assert taken == set(platform.FLAGS)
     assert not stray, "declare these with platform.add_platform_flag: " + ", ".join(stray)
+
+
+# flags named like a TrainOptions field that mean something else in their command
+OTHER_MEANING = {("tfyard evaluate", "--export")}  # the exported model, not "write one"
+
+
+def test_every_commands_training_flags_come_from_the_one_declaration(monkeypatch):
+    """A flag of a TrainOptions field is added by `add_option_arguments`: with the field's
+    spellings declared differently, every command that takes it follows."""
+    options = {f.name: f for f in fields(TrainOptions) if not f.metadata["platform"]}
+    classic = {spelling for f in options.values()
+               for spelling in (f"--{f.name}", *f.metadata["aliases"], *f.metadata["negate"])}
+    for name, f in options.items():
+        meta = dict(f.metadata, aliases=(*f.metadata["aliases"], f"--tfyard-{name}"))
+        if meta["negate"]:
+            meta["negate"] = (*meta["negate"], f"--tfyard-no-{name}")
+        monkeypatch.setattr(f, "metadata", MappingProxyType(meta))
+    taken, stray = set(), []
+    for command, parser in _commands(build_parser()):
+        for action in parser._actions:
+            spellings = set(action.option_strings)  # none: a positional, not a flag
+            if not spellings or not (action.dest in options or classic & spellings) \
+                    or {(command, s) for s in spellings} & OTHER_MEANING:
+                continue
+            taken.add(action.dest)
+            if not any(s.startswith("--tfyard-") for s in spellings):
+                stray.append(f"{command} {' '.join(action.option_strings)}")
+    assert {"epochs", "dataset", "batch_size", "image_size", "dtype", "export"} <= taken
+    assert not stray, "declare these with add_option_arguments: " + ", ".join(stray)

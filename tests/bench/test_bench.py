@@ -44,7 +44,7 @@ def jpeg_records(tmp_path_factory):
 def test_train_json_has_the_figures(capsys):
     result = run_json(capsys, "bench", "train", *TINY, "--batch_size", "8", "--json")
     assert result["model"] == "cifar_resnet8"
-    assert result["data"] == "synthetic" and result["image_size"] == 16
+    assert result["data"] == "synthetic_cifar10" and result["image_size"] == 16
     assert result["global_batch"] == 8 and result["strategy"] == "one_device"
     assert (result["warmup_steps"], result["timed_steps"], result["windows"]) == (2, 4, 2)
     assert len(result["window_images_per_sec"]) == 2
@@ -58,20 +58,42 @@ def test_train_prints_rate_step_time_and_memory(capsys):
     assert main(["bench", "train", *TINY, "--batch_size", "4", "--dtype", "bfloat16",
                  "--no_jit_compile"]) == 0
     out = capsys.readouterr().out
-    assert "cifar_resnet8 on synthetic 16px, bfloat16, XLA off" in out
+    assert "cifar_resnet8 on synthetic_cifar10 16px, bfloat16, XLA off" in out
     for label in ("images/sec", "step time", "peak memory", "2 warm-up steps excluded"):
         assert label in out
 
 
 def test_train_and_data_on_jpeg_tfrecords(capsys, jpeg_records):
     trained = run_json(capsys, "bench", "train", *TINY, "--batch_size", "4",
-                       "--data", jpeg_records, "--json")
+                       "--data", jpeg_records, "--dataset", "imagenet", "--json")
     assert trained["data"] == jpeg_records and trained["images_per_sec"] > 0
     data = run_json(capsys, "bench", "data", "--dataset", "imagenet", "--data_dir",
                     jpeg_records, "--batch_size", "4", "--image_size", "32", "--windows", "3",
                     "--window_batches", "2", "--warmup_batches", "1", "--json")
     assert (data["dataset"], data["batch_size"], data["image_size"]) == ("imagenet", 4, 32)
     assert data["windows"] == 3 and data["images_per_sec"] > 0
+
+
+def test_train_follows_the_model_family(capsys):
+    """No --dataset, no --image_size: an MNIST model is benched on MNIST-shaped batches."""
+    result = run_json(capsys, "bench", "train", "--model", "mnist_mlp", "--steps", "2",
+                      "--warmup_steps", "1", "--steps_per_loop", "1", "--batch_size", "4",
+                      "--json")
+    assert result["data"] == "synthetic_mnist" and result["image_size"] == 28
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--model", "cifar_resnet20", "--dataset", "imagenet"],
+     "cifar_resnet20 takes 32x32 images but imagenet holds 224x224"),
+    (["--model", "resnet50", "--dataset", "cifar10"],
+     "resnet50 takes 224x224 images but cifar10 holds 32x32"),
+    (["--model", "cifar_resnet20", "--dataset", "digits"],
+     "no synthetic data is shaped like digits"),
+])
+def test_train_refuses_a_dataset_the_model_does_not_fit(capsys, argv, says):
+    assert main(["bench", "train", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
 
 
 def test_data_on_a_missing_directory_is_a_user_error(capsys, tmp_path):

@@ -183,3 +183,21 @@ def test_synthetic_shapes_and_count():
     assert len(batches) == 5
     assert batches[0][0].shape == (8, 16, 16, 3) and batches[0][0].dtype == tf.float16
     assert all(0 <= int(v) < 1000 for v in batches[0][1])
+
+
+@pytest.mark.parametrize("name, shape, classes", [
+    ("synthetic_cifar10", (32, 32, 3), 10), ("synthetic_cifar100", (32, 32, 3), 100),
+    ("synthetic_mnist", (28, 28, 1), 10)])
+def test_synthetic_twins_are_shaped_like_their_dataset(name, shape, classes):
+    info = dataset_info(name)
+    assert (info.image_shape, info.num_classes) == (shape, classes)
+    images, labels = next(iter(build_dataset(name, "train", batch_size=64)))
+    assert images.shape == (64, *shape) and int(tf.reduce_max(labels)) < classes
+
+
+def test_every_synthetic_twin_is_registered():
+    from tfyard.data.formats import REGISTRY
+    from tfyard.data.formats.synthetic import SHAPES, twin
+
+    assert {n for n, module in REGISTRY.items() if module == "synthetic"} == {
+        twin(d) for d in SHAPES}

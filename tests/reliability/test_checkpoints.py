@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import resource
@@ -111,3 +112,59 @@ def test_a_full_filesystem_names_the_os_reason_leaves_no_temporaries_and_resumes
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     summary = read_json(out / "summary.json")
     assert (summary["resumed_from_step"], summary["final_step"]) == (10, 20)
+
+
+def mount(*args) -> int:
+    return subprocess.run(["mount", *args], capture_output=True).returncode
+
+
+@pytest.fixture(params=[errno.EACCES, errno.EROFS], ids=errno.errorcode.get)
+def unwritable(request, tmp_path_factory):
+    """Makes directories unwritable: chmod 500 (EACCES) or a read-only bind mount onto
+    itself (EROFS). Tried on a scratch directory first: skipped where that does not fail
+    (root ignores permissions) or cannot be made (mounting needs privileges)."""
+    undo = []
+
+    def make(directory: Path) -> str:
+        """Make `directory` unwritable; the OS's words for a write there now."""
+        if request.param == errno.EACCES:
+            directory.chmod(0o500)
+            undo.append(lambda: directory.chmod(0o700))
+        else:
+            if mount("--bind", directory, directory):
+                pytest.skip("cannot bind-mount a directory here")
+            undo.append(lambda: subprocess.run(["umount", "-l", directory], check=False))
+            if mount("-o", "remount,bind,ro", directory):
+                pytest.skip("cannot remount a directory read-only here")
+        return os.strerror(request.param)
+
+    try:
+        scratch = tmp_path_factory.mktemp("scratch")
+        make(scratch)
+        try:
+            (scratch / "probe").touch()
+        except OSError as exc:
+            assert exc.errno == request.param
+        else:
+            pytest.skip("a chmod 500 directory is writable for this user (root)")
+        yield make
+    finally:
+        for step in reversed(undo):
+            step()
+
+
+def test_an_unwritable_checkpoint_dir_names_the_os_reason(unwritable, tmp_path, digits_work):
+    flags = ["train", *FAST, "--output_dir", tmp_path, "--work_dir", digits_work, "--no_export",
+             "--eval_every_epochs", "100"]
+    first = run_tfyard(*flags, "--train_steps", "10")
+    assert first.returncode == 0, first.stderr[-2000:]
+    reason = unwritable(tmp_path / "checkpoints")
+    failed = run_tfyard(*flags, "--train_steps", "20")
+    assert failed.returncode == 2, failed.stderr[-2000:]
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfyard: error: cannot write checkpoint at step 20") and \
+        f"({reason})" in last, failed.stderr[-2000:]
+    assert "{{" not in last and "SaveV2" not in last and "Traceback" not in failed.stderr
+    state = (tmp_path / "checkpoints" / "checkpoint").read_text()
+    assert 'model_checkpoint_path: "ckpt-10"' in state
+    assert read_json(tmp_path / "summary.json")["final_step"] == 10

@@ -56,8 +56,8 @@ def prepare_member(options: TrainOptions):
     from tfyard.train.build import RunContext, prepare
     from tfyard.train.task import make_task
 
-    run = prepare(RunContext(options, plat, cluster, plan), make_task(options, plat))
-    return run, plat, cluster, plan
+    prepared = prepare(RunContext(options, plat, cluster, plan), make_task(options, plat))
+    return prepared, plat, cluster, plan
 
 
 def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
@@ -65,8 +65,8 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
     import tensorflow as tf
 
     total = warmup_steps + options.train_steps
-    run, plat, cluster, plan = prepare_member(options.with_updates(train_steps=total))
-    trainer, numbers = run.trainer, run.numbers
+    prepared, plat, cluster, plan = prepare_member(options.with_updates(train_steps=total))
+    trainer, numbers = prepared.trainer, prepared.numbers
     rates = []
     if profile_dir:
         tf.profiler.experimental.start(profile_dir)
@@ -82,10 +82,10 @@ def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = 
     windows = steady_windows(rates, math.ceil(warmup_steps / options.steps_per_loop))
     rate = statistics.median(windows)
     return {
-        "model": run.task.identity()["model"], "data": plat.data_dir or options.dataset,
-        "image_size": run.shape[0], "dtype": options.dtype,
+        "model": prepared.task.identity()["model"], "data": plat.data_dir or options.dataset,
+        "image_size": prepared.shape[0], "dtype": options.dtype,
         "jit_compile": trainer.config.jit_compile, "strategy": plan.strategy,
-        "replicas": run.replicas, "workers": max(1, cluster.num_workers),
+        "replicas": prepared.replicas, "workers": max(1, cluster.num_workers),
         "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
         "steps_per_loop": options.steps_per_loop, "warmup_steps": warmup_steps,
         "timed_steps": options.train_steps, "windows": len(windows),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tfyard import platform
+from tfyard.errors import UserError
 from tfyard.train.options import add_option_arguments, flag_type, positive_int
 
 _STEPS_PER_LOOP = 10
@@ -17,9 +18,13 @@ _INT = flag_type(positive_int)
 def _add_run_arguments(parser, model: str) -> None:
     """Flags shared by `bench train` and `bench scaling` (passed on to each member)."""
     add_option_arguments(parser, RUN_OPTIONS, defaults={
-        "model": model, "dataset": "imagenet", "steps_per_loop": _STEPS_PER_LOOP})
+        "model": model, "steps_per_loop": _STEPS_PER_LOOP}, helps={
+        "dataset": "the dataset benched on, or shaped like with --data synthetic (default: "
+        "the model family's: cifar10 for cifar_*, mnist for mnist_*, else imagenet)",
+        "image_size": "square input size (default: the model's)"})
     parser.add_argument("--data", default="synthetic",
-                        help="`synthetic` (made on the device) or a directory of --dataset files")
+                        help="`synthetic` (random batches shaped like --dataset, made on the "
+                        "device) or a directory of --dataset files")
     parser.add_argument("--steps", type=_INT, default=50, help="timed steps")
     parser.add_argument("--warmup_steps", type=int, default=2 * _STEPS_PER_LOOP,
                         help="steps run first and not timed (tracing, autotuning)")
@@ -28,10 +33,11 @@ def _add_run_arguments(parser, model: str) -> None:
 
 def _options(args, **changes):
     """The TrainOptions a benchmark member runs with."""
+    from tfyard.data.formats.synthetic import twin
     from tfyard.train.options import options_from_args
 
     synthetic = args.data == "synthetic"
-    return options_from_args(args, dataset="synthetic" if synthetic else args.dataset,
+    return options_from_args(args, dataset=twin(args.dataset) if synthetic else args.dataset,
                              data_dir=None if synthetic else args.data, export=False,
                              **changes)
 
@@ -55,10 +61,11 @@ def register(commands) -> None:
     train.set_defaults(func=_train)
 
     data = sub.add_parser("data", help="images/sec of the input pipeline alone")
-    data.add_argument("--dataset", default="imagenet", help="dataset name (default: imagenet)")
+    add_option_arguments(data, ("dataset", "batch_size", "image_size", "dtype", "data_threads"),
+                         defaults={"dataset": "imagenet", "batch_size": 64, "dtype": "float32"},
+                         helps={"dataset": "the registry dataset whose input is timed",
+                                "batch_size": "images per batch"})
     platform.add_platform_flag(data, "data_dir", help="its files")
-    add_option_arguments(data, ("batch_size", "image_size", "dtype", "data_threads"),
-                         defaults={"batch_size": 64, "dtype": "float32"})
     data.add_argument("--windows", type=_INT, default=5, help="timed windows")
     data.add_argument("--window_batches", type=_INT, default=10)
     data.add_argument("--warmup_batches", type=int, default=5)
@@ -79,14 +86,36 @@ def register(commands) -> None:
 
 
 def _check_names(args) -> None:
-    """Unknown names and a missing --data directory are refused before TensorFlow loads."""
+    """Unknown names and a missing --data directory are refused before TensorFlow loads;
+    the dataset follows the model's family unless given (`_fit_dataset`)."""
     from tfyard.data import reader
-    from tfyard.models import get_spec
 
-    get_spec(args.model)
+    _fit_dataset(args)
     reader(args.dataset)
     if args.data != "synthetic":
         platform.resolve(data_dir=args.data, create=False)
+
+
+def _fit_dataset(args) -> None:
+    """Set args.dataset to what the model is benched on: its family's when none is given.
+    A dataset whose images are another size than the model's is refused unless
+    --image_size says which (a CIFAR model at ImageNet's 224 px and 1,000 classes ran 17
+    minutes in 5.7 GB)."""
+    from tfyard.data.formats import canonical
+    from tfyard.data.formats.synthetic import SHAPES
+    from tfyard.models import get_spec
+    from tfyard.models.registry import FAMILY_DATASET
+
+    spec = get_spec(args.model)
+    own = FAMILY_DATASET[spec.family]
+    if args.dataset is None:
+        args.dataset = own
+        return
+    side, model_side = SHAPES.get(canonical(args.dataset), (None,))[0], spec.input_shape[0]
+    if args.image_size is None and side is not None and side != model_side:
+        raise UserError(f"{spec.name} takes {model_side}x{model_side} images but "
+                        f"{args.dataset} holds {side}x{side}; leave --dataset out to bench it "
+                        f"on {own}, or pass --image_size to bench it at that size anyway")
 
 
 def _train(args) -> int:
@@ -138,6 +167,7 @@ def _data(args) -> int:
 
 def member_args(args) -> list[str]:
     """The `bench train` flags each scaling member runs with."""
+    _fit_dataset(args)
     options = _options(args, per_replica_batch_size=args.per_replica_batch_size)
     return ["--data", args.data, "--dataset", args.dataset, "--model", args.model,
             "--steps", str(args.steps), "--warmup_steps", str(args.warmup_steps),

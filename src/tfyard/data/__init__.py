@@ -47,21 +47,21 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
         raise UserError(f"batch size must be at least 1, got {batch_size}")
     if with_ids and seed is None:
         raise UserError("example ids (with_ids) need a seed: only a seeded order is addressed")
-    spec = DatasetRequest(
+    request = DatasetRequest(
         split=split_name(split), batch_size=batch_size, image_size=image_size, dtype=dtype,
         input_context=input_context, repeat=repeat, shuffle=shuffle, seed=seed,
         label_offset=label_offset, data_threads=data_threads, skip_corrupt=skip_corrupt,
         cache_dir=cache_dir, num_examples=num_examples, start_example=start_example,
         global_batch=global_batch, with_ids=with_ids)
-    if spec.deterministic:
+    if request.deterministic:
         from tfyard.data.order import Layout
 
-        Layout.of(spec)  # a bad start or global batch is a UserError before TF work
+        Layout.of(request)  # a bad start or global batch is a UserError before TF work
     import tensorflow as tf
 
     # The input functions are plain graph code: built without AutoGraph, every process
     # saves the second or so it spends converting them from source.
-    return tf.autograph.experimental.do_not_convert(module.build)(name, data_dir, spec)
+    return tf.autograph.experimental.do_not_convert(module.build)(name, data_dir, request)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,9 @@ from tfyard.errors import UserError
 IMAGENET_DEPTHS = (18, 34, 50, 101, 152, 200)
 CIFAR_DEPTHS = (8, 20, 32, 44, 56, 110)
 DEFAULT_NUM_CLASSES = {"imagenet": 1000, "slim": 1000, "cifar": 10, "mnist": 10}
+# The dataset each family is trained on by default (benchmarks bench a model on its own).
+FAMILY_DATASET = {"imagenet": "imagenet", "slim": "imagenet", "cifar": "cifar10",
+                  "mnist": "mnist"}
 
 
 @dataclass(frozen=True)

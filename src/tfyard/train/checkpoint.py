@@ -29,11 +29,15 @@ import os
 import re
 import shutil
 import tempfile
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from tfyard.errors import UserError, disk_reason, plain_op_error
 from tfyard.train.guards import diverged
+
+if TYPE_CHECKING:  # an annotation only; importing build here would load it needlessly
+    from tfyard.train.build import Prepared
 
 log = logging.getLogger("tfyard")
 
@@ -205,24 +209,26 @@ def seed_states(model) -> list:
             if v.path.rsplit("/", 1)[-1] == "seed_generator_state"]
 
 
-def resume_settings(run) -> dict | None:
+def resume_settings(prepared: Prepared) -> dict | None:
     """The settings that decide the bits of a step of a prepared run, recorded with every
     checkpoint so that a resume with other values warns; None for parameter-server runs,
     never bit-identical."""
-    options, cluster, plan = run.context.options, run.context.cluster, run.context.plan
+    context = prepared.context
+    options, cluster, plan = context.options, context.cluster, context.plan
     if plan.strategy == "parameter_server":
         return None
-    numbers = run.numbers
+    numbers = prepared.numbers
     settings = {
-        "seed": options.seed, "strategy": plan.strategy, "replicas": run.replicas,
+        "seed": options.seed, "strategy": plan.strategy, "replicas": prepared.replicas,
         "members": max(cluster.num_workers, 1), "dtype": options.dtype,
-        "jit_compile": run.trainer.config.jit_compile, "global_batch": numbers.global_batch,
+        "jit_compile": prepared.trainer.config.jit_compile, "global_batch": numbers.global_batch,
         "data_threads": options.data_threads, **machine_settings()}
     if numbers.lr_schedule == "cosine":  # the only schedule that depends on the run's length
         settings["total_steps"] = numbers.total_steps
-    if run.trainer.executor.needs_statistics_sync(run.model):
+    if prepared.trainer.executor.needs_statistics_sync(prepared.model):
         # replicas average their batch-norm statistics at every boundary
-        everies = {numbers.steps_per_epoch, options.checkpoint_every_steps, run.eval_every_steps}
+        everies = {numbers.steps_per_epoch, options.checkpoint_every_steps,
+                   prepared.eval_every_steps}
         settings["sync_every"] = ",".join(str(n) for n in sorted(everies - {None}))
     return settings
 

@@ -57,7 +57,8 @@ def clock(seconds: float) -> str:
 # What the loop adds to a chunk's figures and a metrics.jsonl record's own fields; the rest
 # are the objective's (loss, top1, top5, or a compiled model's metrics).
 LOOP_FIGURES = frozenset({"lr", "images_per_sec", "step_time", "input_wait",
-                          "nonfinite_steps", "skipped_steps", "skipped_in_a_row",
+                          "nonfinite_steps", "first_nonfinite_step", "skipped_steps",
+                          "skipped_in_a_row",
                           "step", "epoch", "time"})
 
 

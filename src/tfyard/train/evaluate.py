@@ -31,11 +31,11 @@ def _evaluate(task, model, objective, batch_size: int, split: str = "validation"
 
 def _chief_numbers(output_dir: str) -> dict:
     """The total steps, steps per epoch and batch the chief resolved, from its run.json."""
-    run = outputs.read_run(output_dir) or {}
-    if "total_steps" not in run:
+    record = outputs.read_run(output_dir) or {}
+    if "total_steps" not in record:
         raise UserError(f"{os.path.join(output_dir, outputs.RUN_FILE)} lacks the run's numbers; "
                         "it was written by an older tfyard: rerun the chief first")
-    return run
+    return record
 
 
 def run_sidecar(options: TrainOptions, plat, task) -> dict:

@@ -1,7 +1,7 @@
 """Guards: actions that stop a run which can no longer learn, in one line.
 
 `DivergenceGuard` runs after every chunk, before the checkpoint action. A non-finite
-training loss ends the run at the first step that produced it (`tfyard: error: training
+training loss or gradient ends the run at the first step that produced it (`tfyard: error: training
 diverged at step N: loss nan; ...`, exit 2). With `--skip_nonfinite_steps N` the compiled
 step skips such updates instead (see `Trainer`), and the guard stops the run once N steps in
 a row were skipped. A skipped step leaves the weights and the optimizer as they were, but
@@ -40,9 +40,12 @@ class DivergenceGuard(Action):
     def on_chunk_end(self, state: RunState) -> None:
         metrics = state.metrics
         loss, skipped = metrics["loss"], metrics.get("skipped_steps", 0)
-        if skipped < state.chunk_steps and not math.isfinite(loss):  # over the steps applied
-            first = state.step - metrics.get("nonfinite_steps", 1) + 1
-            raise self._error(f"at step {first}: loss {loss}")
+        nonfinite = metrics.get("nonfinite_steps", 0)
+        if nonfinite or (skipped < state.chunk_steps and not math.isfinite(loss)):
+            first = metrics.get("first_nonfinite_step", state.step - max(nonfinite, 1) + 1)
+            what = f"loss {loss}" if not math.isfinite(loss) else \
+                f"non-finite gradients (loss {loss:.4g})"
+            raise self._error(f"at step {first}: {what}")
         if not self.max_skipped:
             return
         if skipped >= state.chunk_steps:

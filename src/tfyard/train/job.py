@@ -12,6 +12,7 @@ import json
 import logging
 import os
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from tfyard import platform as platform_contract
 from tfyard.distribute import heartbeat
@@ -23,6 +24,10 @@ from tfyard.train import outputs
 from tfyard.train.console import configure_console
 from tfyard.train.lease import take_lease
 from tfyard.train.options import TrainOptions, parse_train_args
+
+if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
+    from tfyard.train.build import Prepared
+    from tfyard.train.controller import RunState
 
 log = logging.getLogger("tfyard")
 
@@ -66,23 +71,22 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
-        run = prepare(RunContext(options, plat, cluster, plan), task)
+        prepared = prepare(RunContext(options, plat, cluster, plan), task)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-        controller, restored = _controller(run, watchdog)
-        _announce(run, restored, controller.state.start_step)
-        with task.data.checked("train"), input_ended(run.numbers.total_steps), \
+        controller, restored = _controller(prepared, watchdog)
+        _announce(prepared, restored, controller.state.start_step)
+        with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
                 parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
             state = controller.run()
-        summary = _finish(run, state)
+        summary = _finish(prepared, state)
         if state.stop_reason == preemption.PREEMPTED:
             strategies.end_together()  # all-reduce members stopped at the same step
             preemption.exit_preempted(state.step)
         return summary
 
 
-def _controller(run, watchdog):
+def _controller(prepared: Prepared, watchdog: StartupWatchdog):
     """The Controller with this process's actions; the checkpoint is restored first."""
-    options, plat, cluster, plan = _unpack(run)
     from tfyard.train import actions
     from tfyard.train.console import Console
     from tfyard.train.controller import Controller
@@ -91,18 +95,19 @@ def _controller(run, watchdog):
     from tfyard.train.preemption import PreemptionAction
     from tfyard.train.report import Reporter
 
+    context, numbers, trainer = prepared.context, prepared.numbers, prepared.trainer
+    options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
     writes = cluster.is_coordinator
-    checkpoints, restored = _restore(run)
-    numbers = run.numbers
+    checkpoints, restored = _restore(prepared)
     todo = [actions.OnFirstChunk(watchdog.stop),
             DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
-            PreemptionAction(run.strategy, checkpoints, run.trainer.synchronize)]
+            PreemptionAction(prepared.strategy, checkpoints, trainer.synchronize)]
     if options.record_example_ids:
-        todo.append(_example_id_log(plat, cluster, run.trainer))
-    if run.evaluate and (writes or plan.strategy == "multi_worker_mirrored"):
+        todo.append(_example_id_log(plat, cluster, trainer))
+    if prepared.evaluate and (writes or plan.strategy == "multi_worker_mirrored"):
         # all-reduce members evaluate together, each its share of the evaluation input
-        todo.append(actions.EvalAction(run.evaluate, run.eval_every_steps))
+        todo.append(actions.EvalAction(prepared.evaluate, prepared.eval_every_steps))
     if writes:
         todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir)))
     todo.append(actions.ConsoleAction(Console(numbers.total_steps, numbers.steps_per_epoch)))
@@ -111,12 +116,12 @@ def _controller(run, watchdog):
                                           *options.profile_steps))
     if writes and options.export:
         todo.append(actions.ExportAction(lambda: export_model(
-            run.model, run.task, run.trainer.config.objective, run.policy,
+            prepared.model, prepared.task, trainer.config.objective, prepared.policy,
             os.path.join(plat.output_dir, outputs.EXPORT))))
-    return Controller(run.trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
+    return Controller(trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
 
 
-def _restore(run):
+def _restore(prepared: Prepared):
     """Checkpoints (model, optimizer, step and the Keras seed states, and the settings every
     save records beside them), the newest restored; a resume with other settings warns in
     one line."""
@@ -129,28 +134,22 @@ def _restore(run):
     )
     from tfyard.train.report import write_json_atomic
 
-    options, plat, cluster, _ = _unpack(run)
-    writes = cluster.is_coordinator
-    seeds = seed_states(run.model)
-    settings = resume_settings(run)
+    options, plat = prepared.context.options, prepared.context.plat
+    writes = prepared.context.cluster.is_coordinator
+    seeds = seed_states(prepared.model)
+    settings = resume_settings(prepared)
     checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
-                              options.keep_checkpoints, settings=settings, model=run.model,
-                              optimizer=run.optimizer, step=run.trainer.step,
+                              options.keep_checkpoints, settings=settings, model=prepared.model,
+                              optimizer=prepared.optimizer, step=prepared.trainer.step,
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
-        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), run_record(run))
+        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), run_record(prepared))
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
         if difference:
             log.warning(difference)
     return checkpoints, restored
-
-
-def _unpack(run) -> tuple:
-    """(options, platform, cluster, plan) of a prepared run."""
-    context = run.context
-    return context.options, context.plat, context.cluster, context.plan
 
 
 def _member(cluster) -> str:
@@ -177,50 +176,52 @@ def _example_id_log(plat, cluster, trainer):
     return Callback(on_chunk_end=write)
 
 
-def run_record(run) -> dict:
+def run_record(prepared: Prepared) -> dict:
     """run.json: the options, the platform, what is trained and the numbers the chief
     resolved (the evaluator side-car reads them rather than guessing)."""
-    numbers, context = run.numbers, run.context
-    return {**context.options.to_dict(), **context.plat.as_dict(), **run.task.identity(),
-            "eval_data": run.task.data.eval_name, "total_steps": numbers.total_steps,
+    numbers, context, task = prepared.numbers, prepared.context, prepared.task
+    return {**context.options.to_dict(), **context.plat.as_dict(), **task.identity(),
+            "eval_data": task.data.eval_name, "total_steps": numbers.total_steps,
             "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
             "per_replica_batch": numbers.per_replica_batch}
 
 
-def _announce(run, restored, start) -> None:
-    numbers, shape, identity, plan = run.numbers, run.shape, run.task.identity(), run.context.plan
+def _announce(prepared: Prepared, restored: str | None, start: int) -> None:
+    numbers, shape, plan = prepared.numbers, prepared.shape, prepared.context.plan
+    identity, replicas = prepared.task.identity(), prepared.replicas
+    xla = ", XLA" if prepared.trainer.config.jit_compile else ""
     log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
              f"({identity['num_classes']} classes, "
-             f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {run.replicas} "
-             f"replica(s) [{plan.reason}]{', XLA' if run.trainer.config.jit_compile else ''}")
+             f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {replicas} "
+             f"replica(s) [{plan.reason}]{xla}")
     log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "
              f"{numbers.per_replica_batch or 'its batches'} per "
-             f"replica x {run.replicas}; lr {numbers.learning_rate:.4g} {numbers.optimizer} "
+             f"replica x {replicas}; lr {numbers.learning_rate:.4g} {numbers.optimizer} "
              f"{numbers.lr_schedule}; {numbers.total_steps} steps "
              f"({numbers.steps_per_epoch}/epoch)")
     log.info(f"tfyard: resumed from step {start} ({restored})" if restored
              else "tfyard: starting from step 0 (no checkpoint)")
 
 
-def _finish(run, state) -> dict:
+def _finish(prepared: Prepared, state: RunState) -> dict:
     """The summary: every member's into work_dir/members, the chief's into summary.json."""
     from tfyard.train.preemption import PREEMPTED
     from tfyard.train.report import write_json_atomic
 
-    options, plat, cluster, plan = _unpack(run)
-    numbers = run.numbers
+    context, numbers = prepared.context, prepared.numbers
+    options, plat, cluster = context.options, context.plat, context.cluster
     summary = {
-        **run.task.identity(), "strategy": plan.strategy, "replicas": run.replicas,
-        "role": cluster.role,
+        **prepared.task.identity(), "strategy": context.plan.strategy,
+        "replicas": prepared.replicas, "role": cluster.role,
         "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
         "learning_rate": numbers.learning_rate, "optimizer": numbers.optimizer,
-        "dtype": options.dtype, "jit_compile": run.trainer.config.jit_compile,
+        "dtype": options.dtype, "jit_compile": prepared.trainer.config.jit_compile,
         "total_steps": numbers.total_steps, "final_step": state.step,
         "resumed_from_step": state.start_step, "steps_per_epoch": numbers.steps_per_epoch,
         "epochs": state.epoch, "wall_time_sec": state.elapsed(),
         "mean_images_per_sec": state.mean_rate(), "stop_reason": state.stop_reason,
         "train": state.metrics or None, "eval": state.eval,
-        "weights_digest": weights_digest(run.model),
+        "weights_digest": weights_digest(prepared.model),
     }
     if "export" in state.outputs:
         summary["export"] = state.outputs["export"]

@@ -166,7 +166,7 @@ class Trainer:
         self.executor = executor or make_executor(strategy)
         decayed = {id(v) for v in decayed_variables(model)} if config.weight_decay else set()
         self._decayed = [i for i, v in enumerate(model.trainable_variables) if id(v) in decayed]
-        self._size = config.objective.size  # the objective's sums; the loop adds 3 counters
+        self._size = config.objective.size  # the objective's sums; the loop adds 4 counters
         # XLA compiles the forward/backward pass, and the update too where no all-reduce
         # sits in it (as Keras fit does); each tf.function is created once, here.
         self._compute, self._update = self._gradients, self._apply
@@ -210,32 +210,38 @@ class Trainer:
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
 
     def _apply(self, x, y, weights=None):
-        """One step; returns the objective's sums and [skipped], summed over this replica."""
+        """One step; returns the objective's sums, [skipped, non-finite], summed over this
+        replica. Non-finite means the loss or the gradients: a ReLU turns NaN activations
+        into zeros, so NaN weights can leave the loss finite. Under loss scaling, whose
+        optimizer skips non-finite gradients itself, only a skipping run counts them."""
         grads, sums = self._compute(x, y, weights)
+        scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        checked = [sums[LOSS]] if scaled and not self.config.skip_nonfinite else [
+            sums[LOSS], *grads]
+        bad = 1.0 - tf.cast(tf.reduce_all([tf.reduce_all(tf.math.is_finite(t))
+                                           for t in checked]), tf.float32)
         if not self.config.skip_nonfinite:
             self._apply_gradients(grads)
-            return tf.concat([sums, [0.0]], 0)
-        finite = tf.reduce_all([tf.math.is_finite(sums[LOSS])]
-                               + [tf.reduce_all(tf.math.is_finite(g)) for g in grads])
-        bad = 1.0 - tf.cast(finite, tf.float32)
+            return tf.concat([sums, [0.0, bad]], 0)
         if tf.distribute.get_strategy().num_replicas_in_sync > 1:  # every replica agrees
             bad = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, bad)
         skip = bad > 0
-        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+        if scaled:
             self._apply_gradients(grads)   # it skips non-finite updates itself
         else:
             _apply_unless(skip, self._apply_gradients, grads)
         return tf.concat([tf.where(skip, tf.zeros_like(sums), sums),
-                          [tf.cast(skip, tf.float32)]], 0)
+                          [tf.cast(skip, tf.float32), bad]], 0)
 
     def _replica_step(self, batch):
         return self._update(*unpack(batch))
 
     def _train_loop(self, iterator, steps):
-        """Sums of [the objective's sums..., skipped x replicas, non-finite loss steps,
-        trailing run of skipped steps], then [input wait, loop time] in seconds: timestamps
-        around each `next(iterator)` (ordered after the previous step's sums) measure how
-        long the step waited for input; they change no value."""
+        """Sums of [the objective's sums..., skipped x replicas, non-finite steps,
+        trailing run of skipped steps, the first non-finite step of the call (1-based)],
+        then [input wait, loop time] in seconds: timestamps around each `next(iterator)`
+        (ordered after the previous step's sums) measure how long the step waited for
+        input; they change no value."""
         def step(i, totals, waited):
             with tf.control_dependencies([totals]):
                 before = tf.timestamp()
@@ -247,13 +253,16 @@ class Trainer:
             sums = self.strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
             k = self._size
             skipped = tf.cast(sums[k] > 0, tf.float32)
-            nonfinite = 1.0 - tf.cast(tf.math.is_finite(sums[LOSS]), tf.float32)
+            nonfinite = tf.cast(sums[k + 1] > 0, tf.float32) * (1.0 - skipped)
             run = (totals[k + 2] + skipped) * skipped
-            totals = tf.concat([totals[:k + 2] + tf.concat([sums, [nonfinite]], 0), [run]], 0)
+            first = tf.where((totals[k + 3] == 0) & (nonfinite > 0),
+                             tf.cast(i + 1, tf.float32), totals[k + 3])
+            totals = tf.concat([totals[:k + 2] + tf.concat([sums[:k + 1], [nonfinite]], 0),
+                                [run, first]], 0)
             return i + 1, totals, waited
 
         started = tf.timestamp()
-        start = (tf.constant(0, steps.dtype), tf.zeros([self._size + 3]),
+        start = (tf.constant(0, steps.dtype), tf.zeros([self._size + 4]),
                  tf.constant(0.0, tf.float64))
         _, totals, waited = tf.while_loop(lambda i, *_: i < steps, step, start)
         with tf.control_dependencies([totals, waited]):
@@ -300,7 +309,7 @@ class Trainer:
     def train(self, num_steps: int) -> dict[str, float]:
         """Run `num_steps` steps (fewer when preempted under parameter servers; `step` says how
         many ran); metrics averaged over them, plus lr, images/sec, step time."""
-        started = time.perf_counter()
+        started, start = time.perf_counter(), int(self.step.numpy())
         sums, num_steps = self.executor.run(self._loop, self._iterator(), num_steps,
                                             self.config.steps_per_loop)
         elapsed = max(time.perf_counter() - started, 1e-9)
@@ -308,7 +317,7 @@ class Trainer:
         # convert_to_tensor: float() of a constant rate fails on a MirroredVariable.
         lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
         objective, k = self.config.objective, self._size
-        skipped, nonfinite, in_a_row, waited, busy = (float(x) for x in sums[k:k + 5])
+        skipped, nonfinite, in_a_row, first, waited, busy = (float(x) for x in sums[k:k + 6])
         figures = objective.results(sums[:k]) if sums[COUNT] \
             else dict.fromkeys(objective.names, float("nan"))
         examples = num_steps * self.config.global_batch if self.config.global_batch \
@@ -319,8 +328,10 @@ class Trainer:
                    # Share of the loop's time spent in next(iterator); under the parameter-
                    # server executor, summed over the workers' calls: each worker's share.
                    "input_wait": min(max(waited / busy, 0.0), 1.0) if busy > 0 else 0.0}
-        if nonfinite:   # steps whose loss was not finite (and were not skipped)
+        if nonfinite:   # steps whose loss or gradients were not finite (and were not skipped)
             metrics["nonfinite_steps"] = int(nonfinite)
+            if num_steps <= self.config.steps_per_loop:   # one call: its first is the chunk's
+                metrics["first_nonfinite_step"] = start + int(first)
         if self.config.skip_nonfinite:
             metrics["skipped_steps"] = round(skipped / self.strategy.num_replicas_in_sync)
             metrics["skipped_in_a_row"] = int(in_a_row)

@@ -93,8 +93,9 @@ class Compiled:
                        for shapes in self._shapes]
         self.names = ("loss", *metrics)
         self.size = 2 + sum(sum(sizes) for sizes in self._sizes)
-        self.from_logits = bool(getattr(loss, "from_logits", False)) or \
-            bool(getattr(loss, "_fn_kwargs", {}).get("from_logits", False))
+        # a Loss object's config holds its from_logits (a plain function takes probabilities)
+        self.from_logits = isinstance(loss, keras.losses.Loss) and bool(
+            loss.get_config().get("from_logits", False))
 
     def _per_example(self, labels, outputs):
         call = self.loss.call if isinstance(self.loss, keras.losses.Loss) else self.loss

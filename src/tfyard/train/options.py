@@ -292,14 +292,16 @@ class TrainOptions(ClassificationOptions, RecipeOptions, RunOptions):
 
 
 def add_option_arguments(parser, names: Iterable[str] | None = None,
-                         defaults: dict | None = None, grouped: bool = True):
+                         defaults: dict | None = None, grouped: bool = True,
+                         helps: dict | None = None):
     """Add the flags of the TrainOptions fields `names` (all but the platform's by default),
     in help groups unless `grouped` is False (a mutually exclusive group, say).
 
     Every flag defaults to None (absent); the dataclass default applies, or `defaults`.
+    `helps` replaces a field's help where a command gives the flag another meaning.
     """
     groups: dict[str, object] = {}
-    defaults = defaults or {}
+    defaults, helps = defaults or {}, helps or {}
     for f in fields(TrainOptions):
         meta = f.metadata
         if meta["platform"] or (names is not None and f.name not in names):
@@ -310,8 +312,9 @@ def add_option_arguments(parser, names: Iterable[str] | None = None,
         group = groups[meta["group"]]
         spellings = (f"--{f.name}", *meta["aliases"])
         default = defaults.get(f.name)
-        help_text = meta["help"] if default is None \
-            else f"{meta['help'] or ''} (default: {default})".lstrip()
+        help_text = helps.get(f.name, meta["help"])
+        if default is not None:
+            help_text = f"{help_text or ''} (default: {default})".lstrip()
         if f.type in ("bool", "bool | None"):
             group.add_argument(*spellings, dest=f.name, action="store_true", default=default,
                                help=help_text)

@@ -101,24 +101,24 @@ def _exists(path: str) -> bool:
 
 def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int) -> None:
     """A rerun must train what `output_dir` holds: the same model, dataset and class count."""
-    run = read_run(output_dir)
-    if not run:
+    record = read_run(output_dir)
+    if not record:
         return
     from tfyard.models import get_spec
 
     try:
-        before = get_spec(run.get("model", model)).name
+        before = get_spec(record.get("model", model)).name
     except Exception:  # noqa: BLE001 - a model this version no longer knows
-        before = run.get("model")
-    classes = run.get("num_classes", num_classes)
+        before = record.get("model")
+    classes = record.get("num_classes", num_classes)
     if num_classes is None:   # the user's model says how many; checked when it is built
         num_classes = classes
-    if (before, canonical(run.get("dataset", dataset)), classes) == (model, canonical(dataset),
-                                                                    num_classes):
+    if (before, canonical(record.get("dataset", dataset)), classes) == \
+            (model, canonical(dataset), num_classes):
         return
     raise UserError(
-        f"output_dir {output_dir} holds a run of {before} on {run.get('dataset')} "
-        f"({'?' if 'num_classes' not in run else classes} classes); this run is {model} on "
+        f"output_dir {output_dir} holds a run of {before} on {record.get('dataset')} "
+        f"({'?' if 'num_classes' not in record else classes} classes); this run is {model} on "
         f"{dataset} ({num_classes} classes): use a new --output_dir")
 
 

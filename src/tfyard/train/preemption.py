@@ -43,7 +43,7 @@ _running = threading.Event()  # steps are running: Ctrl-C saves (else KeyboardIn
 
 
 def _request(signum: int, frame=None) -> None:
-    if signum == signal.SIGINT and not _running.is_set():
+    if signum == signal.SIGINT and not _running.is_set() and not _flag.is_set():
         signal.default_int_handler(signum, frame)  # nothing trained to save (or a notebook)
     if not _first:
         _first.append(signum)
@@ -72,7 +72,9 @@ def _second_interrupt(read_end: int) -> None:
         received = os.read(read_end, 64)
         if not received:
             return
-        interrupts += received.count(signal.SIGINT) if _running.is_set() else 0
+        # counted while steps run, and after them while the stop they asked for goes on
+        counting = _running.is_set() or _flag.is_set()
+        interrupts += received.count(signal.SIGINT) if counting else 0
         if interrupts >= 2:
             os.write(2, b"tfyard: interrupted again; stopped without saving (the previous "
                         b"checkpoint is intact)\n")
@@ -143,6 +145,10 @@ def exit_preempted(step: int) -> None:
     blocks and atexit still run)."""
     interrupted = _first[:1] == [signal.SIGINT]
     code = 128 + signal.SIGINT if interrupted else PREEMPTED_EXIT_CODE
+    if threading.current_thread() is threading.main_thread():
+        # saved: another Ctrl-C while the interpreter shuts down (when Python's own handler
+        # is gone) would end it as killed by SIGINT instead of exit 130
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     log.warning(f"tfyard: {'interrupted' if interrupted else 'preempted'} at step {step}; "
                 f"saved checkpoint ckpt-{step}; rerun to resume (exit {code})")
     raise SystemExit(code)

@@ -28,7 +28,10 @@ REGISTRY = {
     "mnist": "mnist",
     "imagefolder": "folder",
     "digits": "digits",
-    "synthetic": "synthetic",
+    "synthetic": "synthetic",   # random batches shaped like ImageNet, or like the dataset
+    "synthetic_cifar10": "synthetic",   # after the underscore (benchmarks: no input cost)
+    "synthetic_cifar100": "synthetic",
+    "synthetic_mnist": "synthetic",
 }
 DATASETS: tuple[str, ...] = tuple(REGISTRY)
 # Older spellings, accepted everywhere and recorded as the canonical name.

@@ -1,21 +1,44 @@
 """Random images and labels made on the device once and repeated: input cost ~zero.
 
-For benchmarks that measure the model, not the input pipeline.
+For benchmarks that measure the model, not the input pipeline. `synthetic` is shaped like
+ImageNet, `synthetic_<name>` like the dataset it stands in for (size, channels, classes,
+split sizes), so a model is benched on the input its family trains on.
 """
 
 from __future__ import annotations
 
 from tfyard.data.formats.base import DatasetInfo
 from tfyard.data.formats.tfrecord import IMAGENET_COUNTS
+from tfyard.errors import UserError
 
-NUM_CLASSES = 1000
+_CIFAR_COUNTS = {"train": 50_000, "validation": 10_000}
+# the dataset a synthetic one stands in for -> (image side, channels, classes, split sizes)
+SHAPES = {
+    "imagenet": (224, 3, 1000, IMAGENET_COUNTS),
+    "cifar10": (32, 3, 10, _CIFAR_COUNTS),
+    "cifar100": (32, 3, 100, _CIFAR_COUNTS),
+    "mnist": (28, 1, 10, {"train": 60_000, "validation": 10_000}),
+}
 POOL = 32  # distinct images of a seeded run
 
 
+def twin(dataset: str) -> str:
+    """The synthetic dataset shaped like `dataset` (`synthetic` is ImageNet's)."""
+    if dataset not in SHAPES:
+        raise UserError(f"no synthetic data is shaped like {dataset}; synthetic data stands "
+                        f"in for {', '.join(SHAPES)}: pass one of them, or real files")
+    return "synthetic" if dataset == "imagenet" else f"synthetic_{dataset}"
+
+
+def _shape(name: str):
+    return SHAPES["imagenet" if name == "synthetic" else name.removeprefix("synthetic_")]
+
+
 def info(name, data_dir=None, cache_dir=None, image_size=None, num_examples=None, **_):
-    size = image_size or 224
-    counts = {s: num_examples or n for s, n in IMAGENET_COUNTS.items()}
-    return DatasetInfo(name, NUM_CLASSES, (size, size, 3), counts)
+    side, channels, classes, counts = _shape(name)
+    size = image_size or side
+    counts = {s: num_examples or n for s, n in counts.items()}
+    return DatasetInfo(name, classes, (size, size, channels), counts)
 
 
 def build(name, data_dir, spec):
@@ -26,12 +49,13 @@ def build(name, data_dir, spec):
 
     from tfyard.data.pipeline import finish
 
-    size = spec.image_size or 224
-    count = spec.num_examples or IMAGENET_COUNTS[spec.split]
-    shape = [spec.batch_size, size, size, 3]
+    side, channels, classes, counts = _shape(name)
+    size = spec.image_size or side
+    count = spec.num_examples or counts[spec.split]
+    shape = [spec.batch_size, size, size, channels]
     if not spec.deterministic:
         images = tf.random.truncated_normal(shape, seed=spec.seed)
-        labels = tf.random.uniform([spec.batch_size], maxval=NUM_CLASSES, dtype=tf.int32,
+        labels = tf.random.uniform([spec.batch_size], maxval=classes, dtype=tf.int32,
                                    seed=spec.seed)
         dataset = tf.data.Dataset.from_tensors((tf.cast(images, spec.dtype), labels))
         return finish(dataset.repeat(None if spec.repeated
@@ -41,7 +65,7 @@ def build(name, data_dir, spec):
     keys = tf.constant([[spec.seed, 0], [spec.seed, 1]], tf.int64)
     images = tf.cast(tf.random.stateless_truncated_normal([POOL, *shape[1:]], seed=keys[0]),
                      spec.dtype)
-    labels = tf.random.stateless_uniform([POOL], seed=keys[1], maxval=NUM_CLASSES,
+    labels = tf.random.stateless_uniform([POOL], seed=keys[1], maxval=classes,
                                          dtype=tf.int32)
 
     def view(ids):
