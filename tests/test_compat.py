@@ -4,6 +4,7 @@ internal moved."""
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 import textwrap
@@ -122,8 +123,18 @@ def test_compiled_metrics_are_built_from_specs_and_named_as_fit_reports_them():
     assert compat.compiled_metrics(keras.Sequential([keras.layers.Dense(1)]), y, x) == {}
 
 
+def test_onednn_enabled_follows_tensorflows_switch():
+    code = "from tfyard import compat; print(compat.onednn_enabled())"
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"}, timeout=300)
+    forced = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}, timeout=300)
+    assert off.stdout.split()[-1] == "False"
+    assert forced.stdout.split()[-1] == "True"
+
+
 def test_every_shim_names_the_version_it_was_checked_against():
     shims = [f for name, f in inspect.getmembers(compat, inspect.isfunction)
              if f.__module__ == compat.__name__]
-    assert len(shims) == 6
+    assert len(shims) == 7
     assert all("Checked against" in " ".join(f.__doc__.split()) for f in shims)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 from keras.src.backend import compute_output_spec
 from tensorflow.python.eager import context
+from tensorflow.python.util import _pywrap_util_port
 
 
 def all_layers(model) -> list:
@@ -29,6 +30,13 @@ def supports_no_merge_call() -> bool:
     """Whether the current strategy's optimizer update syncs without a `merge_call`, so a
     `tf.cond` around it may stay in the replica context. Checked against TensorFlow 2.21."""
     return tf.__internal__.distribute.strategy_supports_no_merge_call()
+
+
+def onednn_enabled() -> bool:
+    """Whether TensorFlow runs its oneDNN CPU kernels (on by default on CPUs with AVX-512
+    VNNI/BF16 or AMX; TF_ENABLE_ONEDNN_OPTS overrides), which only its build utilities say.
+    Checked against TensorFlow 2.21."""
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 def wait_at_barrier(name: str, timeout_ms: int) -> None:

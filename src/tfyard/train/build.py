@@ -18,6 +18,7 @@ from tfyard.distribute.strategy import Plan
 from tfyard.errors import UserError
 from tfyard.models.factory import policy_name
 from tfyard.platform import Platform
+from tfyard.train.fused import fuse_batch_norm
 from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
@@ -81,6 +82,7 @@ def prepare(context: RunContext, task: Task) -> Prepared:
         model = task.build_model(policy)
         if options.sync_batch_norm:
             synchronize_batch_norm(model)
+        fuse_batch_norm(model)   # the same numbers, one op per batch norm (train.fused)
         optimizer = task.compiled_optimizer(model)
         if optimizer is None:
             optimizer = make_optimizer(numbers, options.momentum, options.nesterov,
@@ -99,7 +101,8 @@ def prepare(context: RunContext, task: Task) -> Prepared:
     config = StepConfig(
         objective=objective, global_batch=numbers.global_batch,
         weight_decay=numbers.weight_decay if numbers.optimizer == "sgd" else 0.0,
-        jit_compile=use_xla(options, plan, model), steps_per_loop=options.steps_per_loop,
+        jit_compile=use_xla(options, plan, model, plat.num_gpus),
+        steps_per_loop=options.steps_per_loop,
         skip_nonfinite=options.skip_nonfinite_steps > 0)
     seed = None if plan.strategy == "parameter_server" or not task.data.seeded else options.seed
     if options.record_example_ids and seed is None:
@@ -149,12 +152,16 @@ def _evaluation(task: Task, numbers: Resolved, model, objective, strategy):
     return evaluate
 
 
-def use_xla(options: TrainOptions, plan, model) -> bool:
-    """--jit_compile as given; by default on wherever it is safe, as Keras `fit` does."""
+def use_xla(options: TrainOptions, plan, model, num_gpus: int) -> bool:
+    """--jit_compile as given; by default on wherever it is safe and faster: on GPUs, and
+    on a CPU only where TensorFlow's oneDNN kernels are off (on, they train ResNet-20 2.4x
+    faster than XLA's on this project's CPU; off, XLA is 1.75x faster than the rest)."""
     if options.jit_compile is not None:
         return options.jit_compile
     # Remote (PS) variables and cross-replica batch norm cannot live inside an XLA cluster.
     if plan.strategy == "parameter_server" or options.sync_batch_norm:
+        return False
+    if not num_gpus and compat.onednn_enabled():
         return False
     return all(layer.supports_jit for layer in compat.all_layers(model))
 

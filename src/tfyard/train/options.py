@@ -178,9 +178,10 @@ class RunOptions(_Checked):
     dtype: str = opt("float32", choices=DTYPES,
                      help="compute dtype; float16 uses dynamic loss scaling")
     jit_compile: bool | None = opt(None, "--xla", negate=("--no_jit_compile", "--no_xla"),
-                                   help="compile the step with XLA (default: on where safe, as "
-                                   "Keras fit does; off for parameter-server and synchronized "
-                                   "batch norm); --no_jit_compile never")
+                                   help="compile the step with XLA (default: on GPUs, and on a "
+                                   "CPU without TensorFlow's faster oneDNN kernels; off for "
+                                   "parameter-server and synchronized batch norm); "
+                                   "--no_jit_compile never")
     skip_nonfinite_steps: int = opt(0, check=nonnegative_int, help="N > 0: skip each update "
                                     "whose loss or gradients are not finite (float16 loss "
                                     "scaling already does) and stop after N in a row; 0 "

@@ -2,7 +2,7 @@
 
 For benchmarks that measure the model, not the input pipeline. `synthetic` is shaped like
 ImageNet, `synthetic_<name>` like the dataset it stands in for (size, channels, classes,
-split sizes), so a model is benched on the input its family trains on.
+training examples), so a model is benched on the input its family trains on.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from tfyard.data.formats.base import DatasetInfo
 from tfyard.data.formats.tfrecord import IMAGENET_COUNTS
 from tfyard.errors import UserError
 
-_CIFAR_COUNTS = {"train": 50_000, "validation": 10_000}
-# the dataset a synthetic one stands in for -> (image side, channels, classes, split sizes)
+# Random images teach nothing, so evaluating on more than a few batches only costs time.
+VALIDATION = 1024
+# the dataset a synthetic one stands in for -> (image side, channels, classes, train size)
 SHAPES = {
-    "imagenet": (224, 3, 1000, IMAGENET_COUNTS),
-    "cifar10": (32, 3, 10, _CIFAR_COUNTS),
-    "cifar100": (32, 3, 100, _CIFAR_COUNTS),
-    "mnist": (28, 1, 10, {"train": 60_000, "validation": 10_000}),
+    "imagenet": (224, 3, 1000, IMAGENET_COUNTS["train"]),
+    "cifar10": (32, 3, 10, 50_000),
+    "cifar100": (32, 3, 100, 50_000),
+    "mnist": (28, 1, 10, 60_000),
 }
 POOL = 32  # distinct images of a seeded run
 
@@ -34,10 +35,14 @@ def _shape(name: str):
     return SHAPES["imagenet" if name == "synthetic" else name.removeprefix("synthetic_")]
 
 
+def _counts(train: int) -> dict[str, int]:
+    return {"train": train, "validation": VALIDATION}
+
+
 def info(name, data_dir=None, cache_dir=None, image_size=None, num_examples=None, **_):
-    side, channels, classes, counts = _shape(name)
+    side, channels, classes, train = _shape(name)
     size = image_size or side
-    counts = {s: num_examples or n for s, n in counts.items()}
+    counts = {s: num_examples or n for s, n in _counts(train).items()}
     return DatasetInfo(name, classes, (size, size, channels), counts)
 
 
@@ -49,9 +54,9 @@ def build(name, data_dir, spec):
 
     from tfyard.data.pipeline import finish
 
-    side, channels, classes, counts = _shape(name)
+    side, channels, classes, train = _shape(name)
     size = spec.image_size or side
-    count = spec.num_examples or counts[spec.split]
+    count = spec.num_examples or _counts(train)[spec.split]
     shape = [spec.batch_size, size, size, channels]
     if not spec.deterministic:
         images = tf.random.truncated_normal(shape, seed=spec.seed)
