@@ -13,7 +13,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = ("input_pipeline.py", "data_verify.py", "train_step.py", "scaling.py")
+BENCHMARKS = ("input_pipeline.py", "data_verify.py", "train_step.py", "end_to_end.py",
+              "user_model.py", "scaling.py")
 HELP_BUDGET_S = 0.5
 
 

@@ -3,7 +3,8 @@
 `tfyard train --profile_steps A,B` (or `tfyard bench train --profile DIR`) writes a trace
 that TensorBoard's Profile tab shows; this reads the same `*.xplane.pb` without TensorBoard:
 for each group of host threads (tf.data, the step's compute, the Python thread, ...), its
-busy time, and the events with the most self time (time not spent in a nested event).
+busy time, and the op types (or with --ops the single ops) with the most self time (time
+not spent in a nested event).
 
     python benchmarks/trace_summary.py OUTPUT_DIR/logs/train [--top 12]
 """
@@ -16,7 +17,9 @@ import glob
 import os
 import re
 
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 # thread-name pattern -> group; the first match wins
 GROUPS = (("tf_data", r"tf_data|tf\.data|data_private|iterator"),
@@ -53,7 +56,7 @@ def self_times(events, meta) -> collections.Counter:
     return totals
 
 
-def summarise(path: str, top: int) -> None:
+def summarise(path: str, top: int, by_type: bool) -> None:
     space = xplane_pb2.XSpace()
     with open(path, "rb") as handle:
         space.ParseFromString(handle.read())
@@ -68,6 +71,12 @@ def summarise(path: str, top: int) -> None:
                 continue
             group = group_of(line.name)
             times = self_times(line.events, meta)
+            if by_type:   # TensorFlow names op events "name:Type"
+                types = collections.Counter()
+                for name, time_ps in times.items():
+                    op, _, kind = name.rpartition(":")
+                    types[kind if op and not op.endswith(":") else name] += time_ps
+                times = types
             by_group[group].update(times)
             busy[group] += sum(times.values())
             first = line.timestamp_ns * 1000 + min(e.offset_ps for e in line.events)
@@ -88,12 +97,14 @@ def main() -> None:
     parser.add_argument("logdir", help="the directory the profiler wrote (its plugins/profile "
                         "folder is searched)")
     parser.add_argument("--top", type=int, default=12, help="events listed per thread group")
+    parser.add_argument("--ops", action="store_true",
+                        help="list single ops by name instead of summing them by op type")
     args = parser.parse_args()
     found = sorted(glob.glob(os.path.join(args.logdir, "**", "*.xplane.pb"), recursive=True),
                    key=os.path.getmtime)
     if not found:
         parser.error(f"no *.xplane.pb under {args.logdir}")
-    summarise(found[-1], args.top)
+    summarise(found[-1], args.top, by_type=not args.ops)
 
 
 if __name__ == "__main__":
