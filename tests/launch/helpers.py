@@ -56,3 +56,15 @@ def started_pid(lines: list[str], member: str) -> int | None:
     pids = [int(line[len(prefix):].split(")")[0]) for line in list(lines)
             if line.startswith(prefix)]
     return pids[-1] if pids else None
+
+
+def fit_user_model(argv, ctx):
+    """A user's main_fun for `tfyard.spark.run` and `tfyard.ray.run`: hand their own model,
+    which each member imports from the user's directory, to tfyard.fit, which takes its role
+    from the TF_CONFIG the launcher set. (Pickled by value: the members need not import it.)"""
+    import tfyard
+
+    model, image_size, out, work = argv
+    tfyard.fit(model, "digits", output_dir=out, work_dir=work, image_size=int(image_size),
+               train_steps=6, batch_size=32, steps_per_loop=3, num_gpus="0", seed=1,
+               jit_compile=False, quiet=True, export=False)

@@ -1,6 +1,7 @@
 """Real Ray: one local Ray on 127.0.0.1 (2 CPUs, no dashboard, no usage stats) shared by
 the module; `tfyard launch ray` and `tfyard.ray.run` train the digits for real as all-reduce
-and parameter-server clusters, name a failing member, and restart after a SIGKILL."""
+and parameter-server clusters (the user's own models through tfyard.fit), name a failing
+member, and restart after a SIGKILL."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 ray = pytest.importorskip("ray")
 
+from tests.launch import helpers  # noqa: E402
 from tests.launch.helpers import alive, follow, launch, program, recorded_pids, started_pid  # noqa: E402
 from tests.train.conftest import FAST, read_json  # noqa: E402
 from tests.train.test_user_models import MODELS  # noqa: E402
@@ -75,6 +77,24 @@ def test_parameter_server_job_with_one_ps_through_the_python_api(ray_address, tm
     hosts = [a.rsplit(":", 1)[0] for hosts in contexts[0]["cluster_spec"].values() for a in hosts]
     assert hosts == ["127.0.0.1"] * 3
     assert contexts[0]["data"] == os.path.join(os.getcwd(), "data")
+
+
+@pytest.mark.parametrize("name", ["compiled", "mobilenet"])   # convnet: through the CLI below
+def test_a_users_model_trains_all_reduce_through_tfyard_fit(ray_address, tmp_path,
+                                                           digits_work, name):
+    import tfyard.ray
+    from tests.train.test_user_models import USER_MODELS
+
+    ray.cloudpickle.register_pickle_by_value(helpers)  # main_fun lives there
+    model = f"{MODELS}:{name}"
+    outcome = tfyard.ray.run(helpers.fit_user_model, [model, USER_MODELS[name], str(tmp_path),
+                                          str(digits_work)], num_workers=2)
+    assert outcome.returncode == 0 and outcome.restarts == 0
+    summary = read_json(tmp_path / "summary.json")
+    assert (summary["strategy"], summary["replicas"], summary["final_step"]) == (
+        "multi_worker_mirrored", 2, 6)
+    assert summary["model"] == model
+    assert ("accuracy" if name == "compiled" else "top1") in summary["eval"]
 
 
 def test_a_failing_member_stops_the_others_and_is_named(ray_address, tmp_path):

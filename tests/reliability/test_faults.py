@@ -12,7 +12,7 @@ from tests.conftest import run_tfyard
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import assert_learned, read_json, read_jsonl
 from tests.train.test_clusters import ASYNC
-from tests.train.test_user_models import MODELS
+from tests.train.test_user_models import USER_MODELS, user_model
 
 pytestmark = pytest.mark.cluster
 # With --seed a resumed all-reduce job must end with the weights of an unbroken one, bit for
@@ -28,15 +28,6 @@ def kill_after_checkpoint(proc, output_dir, task_type, index, at_least=30):
     step = latest_checkpoint_step(output_dir)
     os.kill(member_pid(proc.pid, task_type, index), signal.SIGKILL)
     return step
-
-
-# Each user model: the regularized convnet with Dropout, a compiled one (its own Adam), and a
-# Keras Applications MobileNetV3Small (batch norm, averaged across the workers at boundaries).
-USER_MODELS = {"convnet": "16", "compiled": "16", "mobilenet": "32"}
-
-
-def user_model(name: str) -> list[str]:
-    return ["--model", f"{MODELS}:{name}", "--image_size", USER_MODELS[name]]
 
 
 @pytest.fixture(scope="module", params=sorted(USER_MODELS))

@@ -1,6 +1,7 @@
-"""Real Spark: barrier stages in local mode (a PS job through the Python API, a failing
-member through the CLI) and the classic example spark-submitted to a standalone master +
-worker on 127.0.0.1 as a two-member MultiWorkerMirrored job."""
+"""Real Spark: barrier stages in local mode (a PS job through the Python API, each of the
+user's own models through tfyard.fit, a failing member through the CLI) and the classic
+example spark-submitted to a standalone master + worker on 127.0.0.1 as a two-member
+MultiWorkerMirrored job."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch import helpers
 from tests.launch.helpers import alive, program, recorded_pids
 
 pyspark = pytest.importorskip("pyspark")
@@ -31,7 +33,8 @@ def sc():
 
     from tfyard.launch.spark import spark_context
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # main_fun lives here
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # main_funs live here
+    cloudpickle.register_pickle_by_value(helpers)                # and there
     with spark_context("local[3]", ["spark.ui.enabled=false"]) as context:
         context.setLogLevel("ERROR")
         yield context
@@ -69,28 +72,19 @@ def test_parameter_server_job_through_the_python_api(sc, tmp_path, capsys):
     assert "[ps:0] ps:0: serve with parameter_server" in text
 
 
-def fit_on_spark(argv, ctx):
-    """A user's main_fun: hand their own compiled model, imported by each member from the
-    user's directory, to tfyard.fit, which takes its role from the TF_CONFIG Spark set."""
-    import tfyard
-
-    models, out, work = argv
-    tfyard.fit(f"{models}:compiled", "digits", output_dir=out, work_dir=work, image_size=16,
-               train_steps=6, batch_size=32, steps_per_loop=3, num_gpus="0", seed=1,
-               jit_compile=False, quiet=True, export=False)
-
-
-def test_a_users_compiled_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path,
-                                                                    digits_work):
+@pytest.mark.parametrize("name", ["compiled", "convnet", "mobilenet"])
+def test_a_users_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path, digits_work, name):
     import tfyard.spark
-    from tests.train.test_user_models import MODELS
+    from tests.train.test_user_models import MODELS, USER_MODELS
 
-    tfyard.spark.run(sc, fit_on_spark, [str(MODELS), str(tmp_path), str(digits_work)],
-                     num_executors=2)
+    model = f"{MODELS}:{name}"
+    tfyard.spark.run(sc, helpers.fit_user_model, [model, USER_MODELS[name], str(tmp_path),
+                                        str(digits_work)], num_executors=2)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["strategy"], summary["replicas"], summary["final_step"]) == (
         "multi_worker_mirrored", 2, 6)
-    assert summary["model"] == f"{MODELS}:compiled" and "accuracy" in summary["eval"]
+    assert summary["model"] == model
+    assert ("accuracy" if name == "compiled" else "top1") in summary["eval"]
     members = sorted(p.name for p in (digits_work / "members").glob("*.json"))
     assert {"chief-0.json", "worker-0.json"} <= set(members)
 

@@ -1,5 +1,6 @@
-"""`tfyard train` as members of real clusters started by `tfyard launch local`. The
-parameter-server job (with an evaluator, and a worker killed on the way) is
+"""`tfyard train` as members of real clusters started by `tfyard launch local`: all-reduce
+workers, and each of the user's own models (tests/user_code/models.py) on a parameter-server
+cluster. The parameter-server job with an evaluator, and a worker killed on the way, is
 `tests/reliability/test_faults.py::test_killed_parameter_server_worker_is_replaced_without_a_job_restart`."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import sys
 import pytest
 
 from tests.conftest import run_tfyard
-from tests.train.conftest import FAST, assert_learned, read_json
+from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
+from tests.train.test_user_models import MODELS, USER_MODELS, user_model
 
 pytestmark = pytest.mark.cluster
 # Asynchronous updates from two workers add their own momentum to SGD's (Mitliagkas et al.
@@ -34,3 +36,21 @@ def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work
     assert first["final_step"] == second["final_step"] == 40
     assert first["weights_digest"] == second["weights_digest"]
     assert_learned(tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(USER_MODELS))
+def test_a_user_model_trains_on_a_parameter_server_cluster(tmp_path, digits_work, name):
+    """Chief, 2 workers and 1 ps import the user's module from its file; the chief reports
+    the model's own figures and exports it."""
+    launch(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1"], *ASYNC,
+           "--train_steps", "12", "--steps_per_loop", "4", *user_model(name), "--export")
+    summary = read_json(tmp_path / "summary.json")
+    assert (summary["strategy"], summary["final_step"]) == ("parameter_server", 12)
+    assert summary["model"] == f"{MODELS}:{name}"
+    metric = "accuracy" if name == "compiled" else "top1"   # a compiled model's own metric
+    assert set(summary["eval"]) == ({"loss", "accuracy"} if name == "compiled"
+                                    else {"loss", "top1", "top5"})
+    train = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
+    assert train[-1]["step"] == 12 and metric in train[-1]
+    assert (tmp_path / "export" / "saved_model" / "saved_model.pb").exists()
+    assert (tmp_path / "export" / "model.keras").exists()

@@ -23,6 +23,15 @@ MODELS = USER_CODE / "models.py"
 SMALL = ["--dataset", "digits", "--image_size", "32", "--batch_size", "32", "--num_gpus", "0",
          "--seed", "3", "--steps_per_loop", "5", "--train_steps", "20", "--quiet",
          "--no_jit_compile"]
+# Each user model at the image size its cluster runs use: the regularized convnet with
+# Dropout, a compiled one (its own Adam), and a Keras Applications MobileNetV3Small (batch
+# norm, averaged across the workers at boundaries).
+USER_MODELS = {"convnet": "16", "compiled": "16", "mobilenet": "32"}
+
+
+def user_model(name: str) -> list[str]:
+    """The `tfyard train` flags that train user model `name` at its size."""
+    return ["--model", f"{MODELS}:{name}", "--image_size", USER_MODELS[name]]
 
 
 @pytest.mark.parametrize("replicas", [1, 2])

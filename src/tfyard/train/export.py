@@ -19,8 +19,10 @@ log = logging.getLogger("tfyard")
 
 def serving_function(model, objective, input_shape):
     """`serve(inputs) -> {"probabilities", "classes"}` and its input signature, from the
-    model's own input (shape and dtype) where it declares one. Logits get a softmax (a
-    sigmoid for one output); a model that outputs probabilities is served as it is."""
+    model's own input (shape and dtype) where it declares one: one input, as a model of
+    several is refused before training (`task.check_one_input`). Logits get a softmax (a
+    sigmoid for one output); a model that outputs probabilities (`objective.from_logits`
+    false) is served as it is."""
     declared = getattr(model, "inputs", None)
     if declared:
         spec = tf.TensorSpec([None, *declared[0].shape[1:]], declared[0].dtype, name="images")

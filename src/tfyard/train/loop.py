@@ -417,9 +417,23 @@ def evaluate_model(model, dataset_fn: Callable, objective: Objective,
                             reduce_retracing=True)
     if local:
         batches = dataset_fn(tf.distribute.InputContext())
-    else:
-        batches = strategy.distribute_datasets_from_function(dataset_fn)
+    else:   # batches of any size, so that a last step short of batches is not dropped
+        batches = strategy.distribute_datasets_from_function(
+            lambda context: dataset_fn(context).map(_any_batch_size))
     totals = np.zeros([objective.size], np.float32)
     for batch in batches:
         totals += eval_step(batch).numpy()
     return objective.results(totals)
+
+
+def _any_batch_size(*element):
+    """`element` with its batch dimension unknown, values unchanged. TensorFlow 2.21 hands
+    the replicas without data empty batches only where the batch shape is not static; with a
+    static one (`drop_remainder=True`) it drops a last step that has fewer batches than
+    replicas, and those examples go unevaluated."""
+    def relax(value):
+        if not isinstance(value, tf.Tensor) or not value.shape.rank:
+            return value
+        return tf.compat.v1.placeholder_with_default(value, [None, *value.shape[1:]])
+
+    return tf.nest.map_structure(relax, element if len(element) > 1 else element[0])

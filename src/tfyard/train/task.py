@@ -84,6 +84,18 @@ def output_width(model, input_shape) -> int:
     return int(outputs[0].shape[-1])
 
 
+def check_one_input(model, name: str) -> None:
+    """Refuse a model of several inputs before any step: every input tfyard reads gives one
+    tensor x per batch (a dataset's images; an `input_fn`'s x must be a tensor), so such a
+    model would fail inside the traced step, and its export could serve only one input."""
+    inputs = getattr(model, "inputs", None) or []   # a subclassed model declares none
+    if len(inputs) > 1:
+        names = ", ".join(str(getattr(t, "name", "?")) for t in inputs)
+        raise UserError(f"--model {name}: the model has {len(inputs)} inputs ({names}) but "
+                        "tfyard feeds it one tensor x per batch; build it on one keras.Input "
+                        "(concatenate the features into x, split them inside the model)")
+
+
 class Task:
     """A model source trained on an input; see the module docstring."""
 
@@ -104,6 +116,7 @@ class Task:
     def build_model(self, dtype_policy=None):
         """The model, inside the caller's strategy scope, checked against the classes."""
         model = self.model_source.build(self.num_classes, self.input_shape, dtype_policy)
+        check_one_input(model, self.model_source.name)
         width = output_width(model, self.input_shape)
         compiled = compiled_loss(model) is not None
         if self.num_classes is None:
