@@ -192,7 +192,8 @@ def _two_inputs(input_shape):
                                         "feeds it one tensor x per batch; build it on one"),
     # x two tensors: the input is refused first; x must be a tensor
     ((np.zeros((8, 4, 4, 1), "float32"), np.zeros((8, 3), "float32")),
-     "elements are tuples of 2; they must be (x, y) or (x, y, sample_weight) tensors"),
+     "elements are ((tensor, tensor), tensor); they must be (x, y) or (x, y, sample_weight), "
+     "each one tensor"),
 ])
 def test_a_model_of_several_inputs_is_refused_before_any_step(tmp_path, x, expected):
     """tfyard feeds one tensor x, and the export serves one input: a model of several inputs

@@ -129,7 +129,8 @@ class FunctionInput:
         if not isinstance(spec, tuple) or len(spec) not in (2, 3) or not all(
                 isinstance(s, tf.TensorSpec) for s in spec):
             raise UserError(f"{what}: the input's elements are {_describe(spec)}; they must "
-                            "be (x, y) or (x, y, sample_weight) tensors, per-replica batches")
+                            "be (x, y) or (x, y, sample_weight), each one tensor of "
+                            "per-replica batches")
         x = spec[0]
         if x.shape.rank is None or x.shape.rank < 2:
             raise UserError(f"{what}: x has shape {x.shape}; it must be batched "
@@ -170,13 +171,14 @@ class FunctionInput:
         return contextlib.nullcontext()
 
 
-def _describe(spec) -> str:
+def _describe(spec, top: bool = True) -> str:
+    """An element spec in words, parts included: `(tensor, (tensor, tensor))`."""
     import tensorflow as tf
 
     if isinstance(spec, tf.TensorSpec):
-        return f"single tensors {spec.shape}"
+        return f"single tensors {spec.shape}" if top else "tensor"
     if isinstance(spec, dict):
-        return f"dicts with keys {sorted(spec)}"
+        return f"a dict with keys {sorted(spec)}"
     if isinstance(spec, tuple):
-        return f"tuples of {len(spec)}"
+        return "(" + ", ".join(_describe(part, top=False) for part in spec) + ")"
     return type(spec).__name__
