@@ -32,6 +32,7 @@ import os
 import re
 import signal
 import sys
+import traceback
 
 VERBOSE_ENV = "TFYARD_VERBOSE"
 # Where the hidden lines go, if anywhere (appended; members of a job may share it).
@@ -121,8 +122,12 @@ def install() -> bool:
 
 def _with_hint(excepthook):
     """After a crash's traceback, say where TensorFlow's hidden lines can be seen."""
-    def hook(kind, value, traceback):
-        excepthook(kind, value, traceback)
+    def hook(kind, value, tb):
+        if excepthook is sys.__excepthook__:   # in one write: the filter's lines, written
+            # to the same stderr by another process, cannot split it
+            sys.stderr.write("".join(traceback.format_exception(kind, value, tb)))
+        else:
+            excepthook(kind, value, tb)
         if not issubclass(kind, KeyboardInterrupt):
             print(f"tfyard: TensorFlow's own log lines were hidden; `tfyard --verbose ...`, "
                   f"{VERBOSE_ENV}=1 or {LOG_FILE_ENV}=FILE shows them", file=sys.stderr)

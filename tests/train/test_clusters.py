@@ -41,16 +41,14 @@ def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work
 @pytest.mark.parametrize("name", sorted(USER_MODELS))
 def test_a_user_model_trains_on_a_parameter_server_cluster(tmp_path, digits_work, name):
     """Chief, 2 workers and 1 ps import the user's module from its file; the chief reports
-    the model's own figures and exports it."""
+    the model's own figures (its export is tested on one device, test_user_models.py)."""
     launch(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1"], *ASYNC,
-           "--train_steps", "12", "--steps_per_loop", "4", *user_model(name), "--export")
+           "--train_steps", "8", "--steps_per_loop", "4", *user_model(name))
     summary = read_json(tmp_path / "summary.json")
-    assert (summary["strategy"], summary["final_step"]) == ("parameter_server", 12)
+    assert (summary["strategy"], summary["final_step"]) == ("parameter_server", 8)
     assert summary["model"] == f"{MODELS}:{name}"
     metric = "accuracy" if name == "compiled" else "top1"   # a compiled model's own metric
     assert set(summary["eval"]) == ({"loss", "accuracy"} if name == "compiled"
                                     else {"loss", "top1", "top5"})
     train = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
-    assert train[-1]["step"] == 12 and metric in train[-1]
-    assert (tmp_path / "export" / "saved_model" / "saved_model.pb").exists()
-    assert (tmp_path / "export" / "model.keras").exists()
+    assert train[-1]["step"] == 8 and metric in train[-1]
