@@ -309,7 +309,7 @@ class Trainer:
     def train(self, num_steps: int) -> dict[str, float]:
         """Run `num_steps` steps (fewer when preempted under parameter servers; `step` says how
         many ran); metrics averaged over them, plus lr, images/sec, step time."""
-        started, start = time.perf_counter(), int(self.step.numpy())
+        started = time.perf_counter()
         sums, num_steps = self.executor.run(self._loop, self._iterator(), num_steps,
                                             self.config.steps_per_loop)
         elapsed = max(time.perf_counter() - started, 1e-9)
@@ -331,7 +331,7 @@ class Trainer:
         if nonfinite:   # steps whose loss or gradients were not finite (and were not skipped)
             metrics["nonfinite_steps"] = int(nonfinite)
             if num_steps <= self.config.steps_per_loop:   # one call: its first is the chunk's
-                metrics["first_nonfinite_step"] = start + int(first)
+                metrics["first_nonfinite_step"] = int(self.step.numpy()) - num_steps + int(first)
         if self.config.skip_nonfinite:
             metrics["skipped_steps"] = round(skipped / self.strategy.num_replicas_in_sync)
             metrics["skipped_in_a_row"] = int(in_a_row)
