@@ -1,8 +1,10 @@
 """End to end: the whole `tfyard train` command against a hand-written Keras `fit` script, on
 the same files and model (issue 24).
 
-Each side is one whole run in this process, and the sides take turns, round after round, in
-an order rotated each round, so a neighbour's burst on this shared machine hits them alike:
+Each side is one whole run in a fresh process, as a user runs it (process-wide settings,
+such as tfyard's malloc settings, `train.host_memory`, or TensorFlow's thread pools, must not
+carry over from one side to the next), and the sides take turns, round after round, in an
+order rotated each round, so a neighbour's burst on this shared machine hits them alike:
 - `tfyard`: `tfyard train` itself (`tfyard.train.job.run`): the reader, the pipeline, the
   Trainer and the Controller with every action (checkpoints, metrics files, TensorBoard,
   console, evaluation and export at the end), recipe defaults; and with XLA forced on and
@@ -24,11 +26,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -164,6 +166,16 @@ def run_side(args, side: str, root: str, output_dir: str) -> float:
                           [flag for flag in side.split() if flag.startswith("--")])
 
 
+def run_child(args, side: str, root: str, output_dir: str) -> float:
+    """Seconds of the timed steps of `side`, run by this script in a fresh process."""
+    argv = [sys.executable, os.path.abspath(__file__), "--case", args.case, "--side", side,
+            "--root", root, "--output_dir", output_dir]
+    for name in ("batch_size", "images", "warmup_steps", "steps", "steps_per_loop"):
+        argv += [f"--{name}", str(getattr(args, name))]
+    child = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(child.stdout.splitlines()[-1])["seconds"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=sorted(CASES), default="cifar")
@@ -176,10 +188,18 @@ def main() -> None:
     parser.add_argument("--steps_per_loop", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # one run, a child
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--output_dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     model, dataset, side, _, batch, images = CASES[args.case]
     args.batch_size = args.batch_size or batch
     args.images = args.images or images
+    if args.side:
+        with contextlib.redirect_stdout(sys.stderr):
+            seconds = run_side(args, args.side, args.root, args.output_dir)
+        print(json.dumps({"seconds": seconds}))
+        return
     if args.warmup_steps % args.steps_per_loop or args.steps % args.steps_per_loop \
             or args.warmup_steps < args.steps_per_loop:
         parser.error("--warmup_steps and --steps: multiples of --steps_per_loop, warm-up >= 1 "
@@ -197,13 +217,10 @@ def main() -> None:
             turn = args.sides[round_ % len(args.sides):] + args.sides[:round_ % len(args.sides)]
             for name in turn:
                 output_dir = os.path.join(root, "runs", f"{name.replace(' ', '_')}-{round_}")
-                with contextlib.redirect_stdout(sys.stderr):
-                    seconds[name].append(run_side(args, name, root, output_dir))
+                seconds[name].append(run_child(args, name, root, output_dir))
                 print(f"  round {round_ + 1}: {name:<28} "
                       f"{args.steps * args.batch_size / seconds[name][-1]:8.1f} images/sec",
                       flush=True)
-                keras.backend.clear_session()
-                gc.collect()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report(args, seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ import pytest
 
 from tfyard.cli import main
 from tfyard.errors import UserError
-from tfyard.train.options import TrainOptions, parse_train_args
+from tfyard.train.options import TrainOptions, add_option_arguments, parse_train_args
 
 CLASSIC = ["--model_name", "vgg_19", "--train-batch-size", "64", "--train_epochs", "2",
            "--max_number_of_steps", "7", "--ds", "mirrored", "--xla", "--decay_epochs", "1,1.5",
@@ -110,3 +111,10 @@ def test_every_option_belongs_to_one_part_of_the_split():
     assert set().union(*parts) == {f.name for f in fields(TrainOptions)}
     assert TrainOptions(learning_rate=0.3, momentum=0.8).recipe_changes() == [
         "learning_rate", "momentum"]
+
+
+def test_a_commands_default_replaces_the_fields_default_in_the_help():
+    parser = add_option_arguments(argparse.ArgumentParser(), ["steps_per_loop"],
+                                  defaults={"steps_per_loop": 20})
+    text = " ".join(parser.format_help().split())
+    assert text.count("(default: ") == 1 and "(default: 20)" in text

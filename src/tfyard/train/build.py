@@ -19,6 +19,7 @@ from tfyard.errors import UserError
 from tfyard.models.factory import policy_name
 from tfyard.platform import Platform
 from tfyard.train.fused import fuse_batch_norm
+from tfyard.train.host_memory import keep_freed_memory
 from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
@@ -70,6 +71,7 @@ def input_pipelines(plan, cluster) -> int:
 def prepare(context: RunContext, task: Task) -> Prepared:
     """Strategy, batch arithmetic, model, optimizer and the Trainer for one process."""
     options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
+    keep_freed_memory()   # each step reuses the last one's buffers (train.host_memory)
     strategies.configure_cpu_replicas(options.cpu_replicas)
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)

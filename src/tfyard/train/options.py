@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -314,8 +315,9 @@ def add_option_arguments(parser, names: Iterable[str] | None = None,
         spellings = (f"--{f.name}", *meta["aliases"])
         default = defaults.get(f.name)
         help_text = helps.get(f.name, meta["help"])
-        if default is not None:
-            help_text = f"{help_text or ''} (default: {default})".lstrip()
+        if default is not None:  # the command's default replaces the field's
+            help_text = re.sub(r"\s*\(default: [^)]*\)$", "", help_text or "")
+            help_text = f"{help_text} (default: {default})".lstrip()
         if f.type in ("bool", "bool | None"):
             group.add_argument(*spellings, dest=f.name, action="store_true", default=default,
                                help=help_text)
