@@ -118,3 +118,6 @@ def test_a_commands_default_replaces_the_fields_default_in_the_help():
                                   defaults={"steps_per_loop": 20})
     text = " ".join(parser.format_help().split())
     assert text.count("(default: ") == 1 and "(default: 20)" in text
+    text = " ".join(add_option_arguments(argparse.ArgumentParser(), ["steps_per_loop"])
+                    .format_help().split())
+    assert text.count("(default: ") == 1 and "(default: 10)" in text

@@ -4,8 +4,8 @@ A step allocates and frees the same large buffers (activations, gradients, batch
 time. glibc's malloc serves each one above its mmap threshold with a fresh `mmap` and
 unmaps it on `free`, so every step pays the page faults and the kernel's zeroing again:
 on a 2-core CPU host ~8 % of ResNet-50's CPU time went to the kernel. Served from malloc's
-heap and kept there, the buffers are reused: the step runs ~1.1x faster for a peak RSS a
-few percent higher (`benchmarks/RESULTS.md`).
+heap and kept there, the buffers are reused: the step ran 1.05-1.07x faster for a peak RSS
+within 2 % (`benchmarks/RESULTS.md`).
 """
 
 from __future__ import annotations

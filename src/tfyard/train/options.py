@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -175,7 +174,7 @@ class RunOptions(_Checked):
     train_steps: int | None = opt(None, "--max_number_of_steps", check=positive_int, group=HOW,
                                   help="total steps; overrides --epochs")
     steps_per_loop: int = opt(10, check=positive_int, group=HOW,
-                              help="steps run per tf.function call (default: 10)")
+                              help="steps run per tf.function call (default: {default})")
     dtype: str = opt("float32", choices=DTYPES,
                      help="compute dtype; float16 uses dynamic loss scaling")
     jit_compile: bool | None = opt(None, "--xla", negate=("--no_jit_compile", "--no_xla"),
@@ -220,7 +219,7 @@ class RecipeOptions(_Checked):
     learning_rate: float | None = opt(None, check=positive_float, help="peak learning rate as "
                                       "given (default: recipe, scaled by batch)")
     optimizer: str | None = opt(None, choices=("sgd", "adamw"))
-    momentum: float = opt(0.9, check=fraction, help="SGD momentum, in [0, 1) (default: 0.9)")
+    momentum: float = opt(0.9, check=fraction, help="SGD momentum, in [0, 1) (default: {default})")
     nesterov: bool = opt(False)
     lr_schedule: str | None = opt(None, choices=("piecewise", "cosine"))
     decay_epochs: tuple[float, ...] | None = opt(
@@ -242,7 +241,7 @@ class ClassificationOptions(_Checked):
                                   "on CIFAR data (the command line resolves it into --model)")
     label_offset: int | None = opt(None, check=int, group=WHAT, help="added to stored labels "
                                    "(ImageNet default -1 makes 1..1000 zero-based)")
-    label_smoothing: float = opt(0.0, check=fraction, help="in [0, 1) (default: 0)")
+    label_smoothing: float = opt(0.0, check=fraction, help="in [0, 1) (default: {default})")
     zero_init_residual: bool = opt(False, help="zero the last batch-norm gamma of each "
                                    "residual block")
     data_threads: int | None = opt(None, check=positive_int, group=RUN,
@@ -315,9 +314,11 @@ def add_option_arguments(parser, names: Iterable[str] | None = None,
         spellings = (f"--{f.name}", *meta["aliases"])
         default = defaults.get(f.name)
         help_text = helps.get(f.name, meta["help"])
-        if default is not None:  # the command's default replaces the field's
-            help_text = re.sub(r"\s*\(default: [^)]*\)$", "", help_text or "")
-            help_text = f"{help_text} (default: {default})".lstrip()
+        if help_text and "{default}" in help_text:  # the default in use, declared once
+            help_text = help_text.replace("{default}", str(f.default if default is None
+                                                             else default))
+        elif default is not None:
+            help_text = f"{help_text or ''} (default: {default})".lstrip()
         if f.type in ("bool", "bool | None"):
             group.add_argument(*spellings, dest=f.name, action="store_true", default=default,
                                help=help_text)
