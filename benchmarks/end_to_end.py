@@ -177,7 +177,7 @@ def run_child(args, side: str, root: str, output_dir: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--case", choices=sorted(CASES), default="cifar")
     parser.add_argument("--batch_size", type=int, help="default: the case's (64 CIFAR, 8 "
                         "ImageNet)")
