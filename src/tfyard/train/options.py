@@ -390,7 +390,8 @@ def resolve_numbers(options: TrainOptions, family: str, replicas: int,
 
     A user's input function decides its own batch (`input_batch`, the global batch of its
     per-replica batches, None when their size varies) and its epoch (`input_steps`, None
-    when it is endless: then the steps must be given)."""
+    when it is endless: then the steps must be given; more steps than one epoch repeat the
+    input, epoch after epoch, as registry datasets do)."""
     recipe = RECIPES[family]
     if train_examples is None:   # a user's input function
         global_batch = input_batch or options.batch_size or (
@@ -403,11 +404,6 @@ def resolve_numbers(options: TrainOptions, family: str, replicas: int,
         if input_steps is None and options.train_steps is None:
             raise UserError("the input is endless (or its length is unknown), so it has no "
                             "epochs: give train_steps (--train_steps)")
-        if input_steps is not None and options.train_steps is not None \
-                and options.epochs is None and options.train_steps > input_steps:
-            raise UserError(f"the input ends after {input_steps} steps but train_steps asks "
-                            f"for {options.train_steps}; add .repeat() to the input or ask "
-                            "for epochs instead")
         steps_per_epoch = input_steps or options.train_steps
         epochs = options.epochs or 1   # Keras fit's default
     else:
