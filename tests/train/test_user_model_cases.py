@@ -137,6 +137,49 @@ def test_a_softmax_model_compiled_on_probabilities_is_not_softmaxed_twice(tmp_pa
     assert np.abs(tf.nn.softmax(probabilities).numpy() - probabilities).max() > 1e-2
 
 
+class Subclassed(keras.Model):
+    """A subclassed model whose __init__ takes a layer: Keras cannot rebuild it from a config."""
+
+    def __init__(self, head):
+        super().__init__()
+        self.flatten, self.head = keras.layers.Flatten(), head
+
+    def call(self, x, training=False):
+        return self.head(self.flatten(x))
+
+
+def test_a_subclassed_model_without_a_config_trains_and_serves(tmp_path):
+    """It trains, evaluates and exports the SavedModel; model.keras and model.h5, which need a
+    config, are left out with a warning instead of failing the finished run."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(32, 4, 4, 1)).astype("float32")
+    y = rng.integers(0, 3, size=32).astype("int32")
+
+    def input_fn(context):
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+    out = tmp_path / "out"
+    summary = tfyard.fit(lambda: Subclassed(keras.layers.Dense(3)), input_fn,
+                         eval_data=input_fn, num_classes=3, output_dir=str(out),
+                         train_steps=3, **COMMON)
+    assert summary["final_step"] == 3 and summary["eval"]["top1"] >= 0
+    assert sorted(summary["export"]) == ["saved_model"], summary["export"]
+    assert sorted(p.name for p in (out / "export").iterdir()) == ["saved_model"]
+    loaded = tf.saved_model.load(str(out / "export" / "saved_model"))   # owns the weights
+    assert loaded.serve(tf.constant(x))["probabilities"].shape == (32, 3)
+    assert json.loads((out / "summary.json").read_text())["final_step"] == 3
+
+    class _Hidden(Subclassed):   # Keras names it "__hidden": no valid root scope in a graph
+        pass
+
+    out = tmp_path / "hidden"
+    with pytest.raises(UserError, match="SavedModel export failed after training: .*rerun"):
+        tfyard.fit(lambda: _Hidden(keras.layers.Dense(3)), input_fn, num_classes=3,
+                   output_dir=str(out), train_steps=2, checkpoint_every_steps=1, **COMMON)
+    assert (out / "checkpoints").is_dir() and not (out / "export.tmp").exists()
+    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl")][-1] == 2
+
+
 @pytest.mark.parametrize("compiled, dtype, policy", [
     (False, "bfloat16", "mixed_bfloat16"),
     (True, "bfloat16", "mixed_bfloat16"),

@@ -171,7 +171,7 @@ def test_train_steps_beyond_a_finite_input_repeat_it(tmp_path):
                          export=False, jit_compile=False)
     steps = [r["step"] for r in read_jsonl(tmp_path / "out" / "metrics.jsonl")
              if r["kind"] == "train"]
-    assert steps[-1] == 5 and summary["final_step"] == 5 and summary["epochs"] == 2.5, (steps, summary)
+    assert steps[-1] == summary["final_step"] == 5 and summary["epochs"] == 2.5, summary
 
 
 def test_a_resumed_input_fn_continues_after_the_step_reached(tmp_path):

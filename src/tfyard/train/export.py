@@ -14,6 +14,8 @@ import shutil
 import keras
 import tensorflow as tf
 
+from tfyard.errors import UserError
+
 log = logging.getLogger("tfyard")
 
 
@@ -55,15 +57,23 @@ def export_model(model, task, objective, dtype_policy: str | None,
     archive.track(plain)
     serve, spec = serving_function(plain, objective, task.input_shape)
     archive.add_endpoint("serve", serve, input_signature=[spec])
-    archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
-    written["saved_model"] = "saved_model"
-    plain.save(os.path.join(tmp, "model.keras"))
-    written["keras"] = "model.keras"
     try:
-        plain.save(os.path.join(tmp, "model.h5"))
-        written["h5"] = "model.h5"
-    except (ValueError, NotImplementedError, TypeError) as exc:
-        log.warning(f"tfyard: model.h5 not written: {str(exc).splitlines()[0][:120]}")
+        archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
+    except (ValueError, TypeError, NotImplementedError) as exc:   # e.g. a model named "_net"
+        _remove(tmp)
+        raise UserError(f"the SavedModel export failed after training: {_first_words(exc)}; "
+                        "the checkpoints keep the trained weights: fix the model and rerun "
+                        "with the same output dir to export, or pass --no_export") from None
+    written["saved_model"] = "saved_model"
+    for kind, name in (("keras", "model.keras"), ("h5", "model.h5")):
+        path = os.path.join(tmp, name)
+        try:   # a subclassed model without get_config, or h5's limits: serving still works
+            plain.save(path)
+            written[kind] = name
+        except (ValueError, NotImplementedError, TypeError) as exc:
+            if tf.io.gfile.exists(path):
+                tf.io.gfile.remove(path)
+            log.warning(f"tfyard: {name} not written: {_first_words(exc)}")
     if tf.io.gfile.exists(export_dir):
         old = export_dir.rstrip("/") + ".old"
         tf.io.gfile.rename(export_dir, old, overwrite=True)
@@ -72,6 +82,11 @@ def export_model(model, task, objective, dtype_policy: str | None,
     else:
         tf.io.gfile.rename(tmp, export_dir)
     return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
+
+
+def _first_words(exc: Exception) -> str:
+    """An exception's message on one line, short (Keras's span many lines)."""
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
 
 
 def _remove(path: str) -> None:
