@@ -134,6 +134,8 @@ def test_a_kernel_regularizer_counts_in_the_loss(tmp_path):
     (f"{MODELS}:nowhere", "has no function nowhere; it defines"),
     (f"{MODELS}:not_a_model", "returned str, not a keras.Model"),
     (f"{MODELS}:three_outputs", "outputs 3 values per example but the data has 10 classes"),
+    (f"{MODELS}:one_hot_loss", "its loss categorical_crossentropy does not fit the labels "
+                               "(int32 [batch])"),
 ])
 def test_bad_user_code_is_one_line_before_any_step(tmp_path, digits_work, reference, expected):
     result = run_tfyard("train", "--model", reference, *SMALL, "--output_dir",

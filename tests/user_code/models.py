@@ -42,3 +42,11 @@ def not_a_model():
 def three_outputs():
     return keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(),
                              keras.layers.Dense(3)])
+
+
+def one_hot_loss(num_classes, input_shape):
+    """Compiled for one-hot labels, which a registry dataset's class ids are not."""
+    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                              keras.layers.Dense(num_classes)])
+    model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    return model

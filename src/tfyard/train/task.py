@@ -135,11 +135,25 @@ class Task:
             return Classification(self.num_classes, label_smoothing)
         labels = self.data.label_example()
         outputs = tf.zeros([1, output_width(model, self.input_shape)])
+        try:   # one example, eagerly: a loss that does not fit the labels fails here
+            loss(labels, outputs)
+        except (ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:
+            name = getattr(loss, "name", None) or getattr(loss, "__name__", "")
+            raise UserError(
+                f"--model {self.model_source.name}: its loss {name} does not fit the labels "
+                f"({labels.dtype.name} {_batch_shape(labels)}): "
+                f"{' '.join(str(exc).split())[:160]}; compile it with a loss for these labels "
+                "(SparseCategoricalCrossentropy for class ids)") from None
         return Compiled(loss, compat.compiled_metrics(model, labels, outputs))
 
     def compiled_optimizer(self, model):
         """The optimizer the user compiled in, or None for the recipe's."""
         return model.optimizer if compiled_loss(model) is not None else None
+
+
+def _batch_shape(tensor) -> str:
+    """`[batch]` for class ids, `[batch, 10]` for one-hot labels."""
+    return "[" + ", ".join(["batch", *map(str, tensor.shape[1:])]) + "]"
 
 
 def compiled_loss(model):
