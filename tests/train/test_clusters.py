@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import run_tfyard
 from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
-from tests.train.test_user_models import MODELS, USER_MODELS, user_model
+from tests.train.test_user_models import MODELS, USER_CODE, USER_MODELS, user_model
 
 pytestmark = pytest.mark.cluster
 # Asynchronous updates from two workers add their own momentum to SGD's (Mitliagkas et al.
@@ -36,6 +36,20 @@ def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work
     assert first["final_step"] == second["final_step"] == 40
     assert first["weights_digest"] == second["weights_digest"]
     assert_learned(tmp_path)
+
+
+def test_a_user_script_trains_as_its_tf_config_role_on_two_workers(tmp_path):
+    """The model_to_estimator successor: a script calling `tfyard.fit(build, input_fn)`
+    (tests/user_code/job.py) runs as each all-reduce member, with no flag for its role."""
+    job = USER_CODE / "job.py"
+    result = run_tfyard("launch", "local", "--workers", "2", "--", sys.executable, job,
+                        tmp_path / "out", timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    first, second = (read_json(tmp_path / f"worker-{i}.json") for i in (0, 1))
+    assert (first["strategy"], first["replicas"]) == ("multi_worker_mirrored", 2)
+    # each worker reads its shard (128 examples) in per-replica batches of 32 / 2
+    assert first["global_batch"] == 32 and first["final_step"] == second["final_step"] == 16
+    assert first["weights_digest"] == second["weights_digest"]
 
 
 @pytest.mark.parametrize("name", sorted(USER_MODELS))

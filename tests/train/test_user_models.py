@@ -6,6 +6,8 @@ tfyard's registry.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -174,6 +176,19 @@ def test_train_steps_beyond_a_finite_input_repeat_it(tmp_path):
     steps = [r["step"] for r in read_jsonl(tmp_path / "out" / "metrics.jsonl")
              if r["kind"] == "train"]
     assert steps[-1] == summary["final_step"] == 5 and summary["epochs"] == 2.5, summary
+
+
+def test_a_user_script_with_an_input_fn_trains_on_two_cpu_replicas(tmp_path):
+    """tests/user_code/job.py in a fresh process: the input function is probed only after
+    the strategy set up its logical devices (TensorFlow allows it only before it starts),
+    and with the InputContext training hands it: `get_per_replica_batch_size(32)` is 16."""
+    result = subprocess.run([sys.executable, str(USER_CODE / "job.py"), tmp_path / "out", "2"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_json(tmp_path / "single-0.json")
+    assert (summary["strategy"], summary["replicas"], summary["global_batch"]) == \
+        ("mirrored", 2, 32)
+    assert summary["final_step"] == 16   # 256 examples / 32 a step, 2 epochs
 
 
 def test_a_resumed_input_fn_continues_after_the_step_reached(tmp_path):

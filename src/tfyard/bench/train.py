@@ -53,10 +53,12 @@ def prepare_member(options: TrainOptions):
     if plan.behaviour != "train":
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
-    from tfyard.train.build import RunContext, prepare
+    from tfyard.train.build import RunContext, prepare, start_strategy
     from tfyard.train.task import make_task
 
-    prepared = prepare(RunContext(options, plat, cluster, plan), make_task(options, plat))
+    context = RunContext(options, plat, cluster, plan)
+    strategy = start_strategy(context)
+    prepared = prepare(context, make_task(options, plat), strategy)
     return prepared, plat, cluster, plan
 
 

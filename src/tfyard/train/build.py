@@ -68,14 +68,38 @@ def input_pipelines(plan, cluster) -> int:
     return max(cluster.num_workers, 1) if plan.strategy == "multi_worker_mirrored" else 1
 
 
-def prepare(context: RunContext, task: Task) -> Prepared:
-    """Strategy, batch arithmetic, model, optimizer and the Trainer for one process."""
-    options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
+def start_strategy(context: RunContext) -> tf.distribute.Strategy:
+    """The process's strategy, made before anything starts TensorFlow's runtime (a user's
+    input function probed by `make_task` would): collectives and logical CPU devices can
+    only be configured before it starts."""
+    options = context.options
     keep_freed_memory()   # each step reuses the last one's buffers (train.host_memory)
     strategies.configure_cpu_replicas(options.cpu_replicas)
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
-    strategy = strategies.create_strategy(plan, cluster, plat.num_gpus)
+    return strategies.create_strategy(context.plan, context.cluster, context.plat.num_gpus)
+
+
+def input_context(strategy: tf.distribute.Strategy) -> tf.distribute.InputContext:
+    """The InputContext `strategy` hands an input function in this process (pipelines, this
+    one's id, replicas in sync), read by letting it call one: a user's input is probed with
+    it, so its `get_per_replica_batch_size` and shard are the ones training will see."""
+    seen = []
+
+    def capture(context):
+        seen.append(context)
+        return tf.data.Dataset.range(1)
+
+    strategy.distribute_datasets_from_function(capture)
+    # a parameter-server strategy calls it later, on each worker: one pipeline of its own
+    return seen[0] if seen else tf.distribute.InputContext(
+        num_replicas_in_sync=strategy.num_replicas_in_sync)
+
+
+def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -> Prepared:
+    """Batch arithmetic, model, optimizer and the Trainer for one process, under the
+    strategy of `start_strategy`."""
+    options, cluster, plan = context.options, context.cluster, context.plan
     replicas = strategy.num_replicas_in_sync if plan.strategy != "parameter_server" \
         else cluster.num_workers
     numbers = _numbers(options, task, replicas, input_pipelines(plan, cluster))
@@ -103,7 +127,7 @@ def prepare(context: RunContext, task: Task) -> Prepared:
     config = StepConfig(
         objective=objective, global_batch=numbers.global_batch,
         weight_decay=numbers.weight_decay if numbers.optimizer == "sgd" else 0.0,
-        jit_compile=use_xla(options, plan, model, plat.num_gpus),
+        jit_compile=use_xla(options, plan, model, context.plat.num_gpus),
         steps_per_loop=options.steps_per_loop,
         skip_nonfinite=options.skip_nonfinite_steps > 0)
     seed = None if plan.strategy == "parameter_server" or not task.data.seeded else options.seed

@@ -93,17 +93,23 @@ class FunctionInput:
     seeded = False   # tfyard cannot reorder it; a resume skips what was consumed
 
     def __init__(self, input_fn, eval_fn=None, name: str = "input_fn",
-                 num_classes: int | None = None):
+                 num_classes: int | None = None, context=None):
+        """`context`: the InputContext the strategy hands `input_fn` in this process, so
+        that the probe sees its real per-replica batch (`get_per_replica_batch_size`) and
+        shard (`context.input_pipeline_id`)."""
+        import tensorflow as tf
+
         self.input_fn, self.eval_fn, self.name = input_fn, eval_fn, name
         self.num_classes = num_classes
         self.has_eval = eval_fn is not None
         self.eval_name = None if eval_fn is None else (
             usercode.reference_of(eval_fn) or getattr(eval_fn, "__name__", "eval_fn"))
-        self.probe = self._probe(input_fn, "data")
+        context = context or tf.distribute.InputContext()
+        self.probe = self._probe(input_fn, context, "data")
         self.input_shape = self.probe.input_shape
         self.train_examples = None
         if eval_fn is not None:
-            self._probe(eval_fn, "eval_data")
+            self._probe(eval_fn, context, "eval_data")
 
     @staticmethod
     def _call(function, context, what: str):
@@ -120,11 +126,11 @@ class FunctionInput:
                             "not a tf.data.Dataset of (x, y) or (x, y, sample_weight) batches")
         return dataset
 
-    def _probe(self, function, what: str) -> Probe:
+    def _probe(self, function, context, what: str) -> Probe:
         """Check the elements' structure and read the batch, shape and length."""
         import tensorflow as tf
 
-        dataset = self._call(function, tf.distribute.InputContext(), what)
+        dataset = self._call(function, context, what)
         spec = dataset.element_spec
         if not isinstance(spec, tuple) or len(spec) not in (2, 3) or not all(
                 isinstance(s, tf.TensorSpec) for s in spec):

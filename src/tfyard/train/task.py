@@ -169,10 +169,11 @@ def compiled_loss(model):
 
 
 def make_task(options, plat, model=None, data=None, eval_data=None,
-              num_classes: int | None = None) -> Task:
+              num_classes: int | None = None, input_context=None) -> Task:
     """The task of a run: `model` (a registry name, `MODULE:FUNCTION` or a function; default
     `options.model`) on `data` (a registry name, `MODULE:FUNCTION` or an `input_fn`; default
-    `options.dataset`), with `eval_data` like `data` for a user's input."""
+    `options.dataset`), with `eval_data` like `data` for a user's input. A user's input is
+    probed with `input_context`, the one its strategy will hand it (default: one replica)."""
     from tfyard.train.inputs import FunctionInput, RegistryInput
 
     model = options.model if model is None else model
@@ -184,7 +185,8 @@ def make_task(options, plat, model=None, data=None, eval_data=None,
     if callable(data) or usercode.is_reference(data):
         name = data if isinstance(data, str) else usercode.reference_of(data) or "input_fn"
         evaluation = None if eval_data is None else _function(eval_data, "eval_data")
-        source_data = FunctionInput(_function(data, "data"), evaluation, name, num_classes)
+        source_data = FunctionInput(_function(data, "data"), evaluation, name, num_classes,
+                                    input_context)
     else:
         source_data = RegistryInput(options if data == options.dataset
                                     else options.with_updates(dataset=data), plat)
