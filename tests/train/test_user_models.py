@@ -163,6 +163,17 @@ def test_bad_user_input_is_refused_before_any_step(tmp_path):
     assert not (tmp_path / "out" / "metrics.jsonl").exists()
 
 
+def test_a_dataset_itself_and_an_input_fn_without_context_are_inputs(tmp_path):
+    images = np.random.default_rng(1).normal(size=(32, 4, 4, 1)).astype("float32")
+    batches = tf.data.Dataset.from_tensor_slices((images, np.arange(32) % 10)).batch(8)
+    summary = tfyard.fit(_dense, batches, eval_data=lambda: batches, num_classes=10,
+                         output_dir=str(tmp_path / "out"), num_gpus="0", quiet=True,
+                         export=False, jit_compile=False)
+    assert summary["final_step"] == 4 and summary["eval"]["top1"] >= 0, summary
+    with pytest.raises(UserError, match="data is a tuple; give .*from_tensor_slices"):
+        tfyard.fit(_dense, (images, np.zeros(32)), num_classes=10, quiet=True)
+
+
 def test_train_steps_beyond_a_finite_input_repeat_it(tmp_path):
     """train_steps counts steps, as for a registry dataset: 5 steps over a 2-batch input
     are 2.5 passes over it, not a refusal."""

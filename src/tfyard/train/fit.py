@@ -20,7 +20,9 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
     model: a function `(num_classes=, input_shape=) -> keras.Model` (compiled or not), a
         `"module:function"` string, or a registry name.
     data: a registry dataset name, or `input_fn(input_context) -> tf.data.Dataset` of
-        per-replica batches `(x, y)` or `(x, y, sample_weight)` (or its `"module:function"`).
+        per-replica batches `(x, y)` or `(x, y, sample_weight)` (or its `"module:function"`;
+        `input_fn()` without the context too), or such a `tf.data.Dataset` itself, which
+        every replica then reads whole.
     eval_data: like `data`, for evaluation; a registry dataset evaluates its validation split.
     num_classes: where no dataset says it (otherwise read from the model's output).
     options: the `tfyard train` options by their Python names (output_dir, train_steps,
@@ -34,6 +36,7 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
     if unknown:
         raise UserError(f"tfyard.fit: unknown option(s) {', '.join(unknown)}; the options are "
                         "those of `tfyard train --help` by their Python names")
+    data, eval_data = _input(data, "data"), _input(eval_data, "eval_data")
     model_name = model if isinstance(model, str) else (
         usercode.reference_of(model) or getattr(model, "__name__", "model_fn"))
     own_data = callable(data) or usercode.is_reference(data)
@@ -43,3 +46,21 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
     configure_console(run_options.quiet)
     return train(run_options, model=model, data=data if own_data else None,
                  eval_data=eval_data, num_classes=num_classes)
+
+
+def _input(data, what: str):
+    """`data` as the task takes it: a name or reference, a function, or (wrapped in one) a
+    `tf.data.Dataset` handed over itself, which every replica then reads whole: several
+    workers need an input_fn that shards by its context."""
+    if data is None or isinstance(data, str) or callable(data):
+        return data
+    import tensorflow as tf
+
+    if isinstance(data, tf.data.Dataset):
+        def dataset(context=None):
+            return data
+        return dataset
+    raise UserError(f"tfyard.fit: {what} is a {type(data).__name__}; give a registry dataset "
+                    "name, an input_fn(input_context) -> tf.data.Dataset, or a tf.data.Dataset "
+                    "of (x, y) batches (for arrays: tf.data.Dataset.from_tensor_slices((x, y))"
+                    ".batch(32))")

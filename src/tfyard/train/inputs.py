@@ -116,7 +116,7 @@ class FunctionInput:
         import tensorflow as tf
 
         try:
-            dataset = function(context)
+            dataset = function(context) if usercode.takes_an_argument(function) else function()
         except Exception as exc:
             raise UserError(f"{what}: the input function raised {type(exc).__name__}: "
                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}; fix it"

@@ -110,3 +110,14 @@ def call_with_accepted(function: Callable, **available):
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return function(**available)
     return function(**{k: v for k, v in available.items() if k in parameters})
+
+
+def takes_an_argument(function: Callable) -> bool:
+    """Whether `function` takes a positional argument: an input function is called with its
+    InputContext if it does, bare (`input_fn()`, as Estimator allowed) if not."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+               for p in parameters)
