@@ -170,6 +170,9 @@ def test_a_dataset_itself_and_an_input_fn_without_context_are_inputs(tmp_path):
                          output_dir=str(tmp_path / "out"), num_gpus="0", quiet=True,
                          export=False, jit_compile=False)
     assert summary["final_step"] == 4 and summary["eval"]["top1"] >= 0, summary
+    evaluated = run_tfyard("evaluate", "--output_dir", tmp_path / "out")   # not importable
+    assert evaluated.returncode == 2 and "that `tfyard evaluate` cannot import" in \
+        evaluated.stderr and "Traceback" not in evaluated.stderr, evaluated.stderr
     with pytest.raises(UserError, match="data is a tuple; give .*from_tensor_slices"):
         tfyard.fit(_dense, (images, np.zeros(32)), num_classes=10, quiet=True)
 

@@ -71,6 +71,19 @@ def run_sidecar(options: TrainOptions, plat, task) -> dict:
     return {"role": "evaluator", "final_step": int(step.numpy()), "eval": last}
 
 
+def _require_importable_input(dataset: str) -> None:
+    """A run trained on a Python input (a function or Dataset handed to `tfyard.fit`, not
+    `MODULE:FUNCTION`) cannot be rebuilt here: say so instead of "unknown dataset"."""
+    from tfyard.data.formats import DATASETS, canonical
+    from tfyard.train import usercode
+
+    if canonical(dataset) not in DATASETS and not usercode.is_reference(dataset):
+        raise UserError(f"this run trained on {dataset!r}, an input handed to tfyard.fit "
+                        "that `tfyard evaluate` cannot import; pass data (and eval_data) to "
+                        "tfyard.fit as \"module:function\" to evaluate it here, or read the "
+                        "run's own evaluation in summary.json")
+
+
 def evaluate_output(output_dir: str, split: str = "validation", use_export: bool = False,
                     data_dir: str | None = None) -> dict:
     """`tfyard evaluate`: the latest checkpoint (or the export) of a finished or running run."""
@@ -83,6 +96,7 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
         raise UserError(f"{os.path.join(output_dir, outputs.RUN_FILE)} is unreadable; point "
                         "--output_dir at a directory written by `tfyard train`")
     options = TrainOptions.from_dict(record)
+    _require_importable_input(options.dataset)
     plat = platform_contract.resolve(data_dir or options.data_dir, output_dir,
                                      options.work_dir, None, 0, create=False)
     task = make_task(options, plat, eval_data=record.get("eval_data"),
