@@ -183,3 +183,26 @@ def test_what_a_user_must_see_gets_through_and_a_crash_says_how_to_see_the_rest(
     for said in ("UserWarning: a real warning", "] Check failed: x", "plain text on fd 2",
                  "tfyard: error: ours", "RuntimeError: boom", "TFYARD_VERBOSE=1"):
         assert said in result.stderr, result.stderr
+
+
+def test_tfyards_own_python_noise_is_dropped_once_per_logger(caplog):
+    """Keras calling the model.h5 that tfyard writes legacy is dropped (`tfyard.fit` runs
+    it in the user's process, where TensorFlow's own lines are left alone); others pass."""
+    import logging
+
+    from tfyard.quiet import PYTHON_NOISE, drop_python_noise
+
+    (name, start), = PYTHON_NOISE
+    logger = logging.getLogger(name)
+    before = list(logger.filters)
+    logger.filters[:] = []
+    try:
+        drop_python_noise()
+        drop_python_noise()
+        assert len(logger.filters) == 1
+        with caplog.at_level(logging.WARNING, logger=name):
+            logger.warning(start + " via `model.save()`.")
+            logger.warning("something else")
+        assert [r.getMessage() for r in caplog.records] == ["something else"]
+    finally:
+        logger.filters[:] = before

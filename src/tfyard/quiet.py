@@ -85,6 +85,16 @@ def import_tensorflow():
     return importlib.import_module("tensorflow")
 
 
+def drop_python_noise() -> None:
+    """Drop the Python log records tfyard itself causes (Keras calling the .h5 it writes
+    legacy), once per logger; also where TensorFlow's own lines are left alone (`tfyard.fit`
+    in the user's process)."""
+    for logger, start in PYTHON_NOISE:
+        filters = logging.getLogger(logger).filters
+        if not any(isinstance(f, _DropMessage) and f.start == start for f in filters):
+            logging.getLogger(logger).addFilter(_DropMessage(start))
+
+
 def install() -> bool:
     """Route fd 2 through the log filter now (idempotent); False when verbose or not possible."""
     global _installed
@@ -94,8 +104,7 @@ def install() -> bool:
         return False
     for name, value in QUIET_ENV.items():
         os.environ.setdefault(name, value)
-    for logger, start in PYTHON_NOISE:
-        logging.getLogger(logger).addFilter(_DropMessage(start))
+    drop_python_noise()
     try:
         real = os.dup(2)
     except OSError:  # no stderr at all: nothing to protect

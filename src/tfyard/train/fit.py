@@ -28,6 +28,7 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
     options: the `tfyard train` options by their Python names (output_dir, train_steps,
         batch_size, seed, jit_compile, dtype, ...).
     """
+    from tfyard.quiet import drop_python_noise
     from tfyard.train.console import configure_console
     from tfyard.train.job import train
 
@@ -44,6 +45,7 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
                  or getattr(data, "__name__", "input_fn")) if own_data else data
     run_options = TrainOptions(model=model_name, dataset=data_name, **options)
     configure_console(run_options.quiet)
+    drop_python_noise()
     return train(run_options, model=model, data=data if own_data else None,
                  eval_data=eval_data, num_classes=num_classes)
 
