@@ -5,7 +5,9 @@ time. glibc's malloc serves each one above its mmap threshold with a fresh `mmap
 unmaps it on `free`, so every step pays the page faults and the kernel's zeroing again:
 on a 2-core CPU host ~8 % of ResNet-50's CPU time went to the kernel. Served from malloc's
 heap and kept there, the buffers are reused: the step ran 1.05-1.07x faster for a peak RSS
-within 2 % (`benchmarks/RESULTS.md`).
+within 2 % (`benchmarks/RESULTS.md`). TensorFlow sets the trim threshold back to 128 KiB
+when it first builds a GeneratorDataset (every distributed iterator holds one); setting it
+again after that measured 1.00x, so the mmap setting is the half that counts.
 """
 
 from __future__ import annotations
