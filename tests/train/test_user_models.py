@@ -205,6 +205,34 @@ def test_a_user_script_with_an_input_fn_trains_on_two_cpu_replicas(tmp_path):
     assert summary["final_step"] == 16   # 256 examples / 32 a step, 2 epochs
 
 
+def test_cpu_replicas_are_set_once_per_process(tmp_path):
+    """tfyard.fit twice in one process on 2 CPU replicas (a notebook's second cell) works; a
+    different count, once TensorFlow has started, is one line saying why."""
+    script = f"""
+import sys
+sys.path.insert(0, {str(USER_CODE)!r})
+import tfyard
+from tfyard.errors import UserError
+from job import build, input_fn
+common = dict(num_classes=2, output_dir={str(tmp_path / "out")!r}, ds="mirrored",
+              num_gpus="0", quiet=True, export=False, jit_compile=False)
+for steps in (2, 4):
+    print("steps", tfyard.fit(build, input_fn, train_steps=steps, cpu_replicas=2, **common)[
+        "final_step"])
+try:
+    tfyard.fit(build, input_fn, train_steps=6, cpu_replicas=3, **common)
+except UserError as exc:
+    print("refused", exc)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == [
+        "steps 2", "steps 4", "refused --cpu_replicas 3: TensorFlow's runtime already started "
+        "in this process (a TensorFlow op ran before training); call tfyard.fit before any "
+        "TensorFlow op, or in a fresh process"], result.stdout
+
+
 def test_a_resumed_input_fn_continues_after_the_step_reached(tmp_path):
     """A rerun to more steps reads the batches after those already trained, not the first
     ones again: labels encode the batch number, so the reported accuracy tells them apart."""

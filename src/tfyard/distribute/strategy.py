@@ -82,6 +82,11 @@ def _local_override(override: str | None, default: str) -> str:
     return override or default
 
 
+# Logical devices and collectives can be set only before TensorFlow's runtime starts.
+STARTED = ("TensorFlow's runtime already started in this process (a TensorFlow op ran before "
+           "training); call tfyard.fit before any TensorFlow op, or in a fresh process")
+
+
 def configure_cpu_replicas(count: int) -> None:
     """Split the CPU into `count` logical devices so Mirrored can replicate on CPU only."""
     if count <= 1:
@@ -89,9 +94,14 @@ def configure_cpu_replicas(count: int) -> None:
     import tensorflow as tf
 
     cpus = tf.config.list_physical_devices("CPU")
-    tf.config.set_logical_device_configuration(
-        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
-    )
+    if len(tf.config.get_logical_device_configuration(cpus[0]) or ()) == count:
+        return   # a second run in this process (tfyard.fit again)
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+    except RuntimeError:
+        raise UserError(f"--cpu_replicas {count}: {STARTED}") from None
 
 
 def _resolver(cluster: ClusterConfig, num_gpus: int):
@@ -125,9 +135,14 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
     if name == "multi_worker_mirrored":
         global _all_reduce_members
         _all_reduce_members = True
-        return tf.distribute.MultiWorkerMirroredStrategy(
-            cluster_resolver=_resolver(cluster, num_gpus)
-        )
+        try:
+            return tf.distribute.MultiWorkerMirroredStrategy(
+                cluster_resolver=_resolver(cluster, num_gpus)
+            )
+        except RuntimeError as exc:   # "Collective ops must be configured at program startup"
+            if "startup" not in str(exc):
+                raise
+            raise UserError(f"all-reduce training: {STARTED}") from None
     if name == "parameter_server":
         return tf.distribute.experimental.ParameterServerStrategy(_resolver(cluster, 0))
     raise AssertionError(f"unhandled strategy {name}")
