@@ -80,22 +80,6 @@ def start_strategy(context: RunContext) -> tf.distribute.Strategy:
     return strategies.create_strategy(context.plan, context.cluster, context.plat.num_gpus)
 
 
-def input_context(strategy: tf.distribute.Strategy) -> tf.distribute.InputContext:
-    """The InputContext `strategy` hands an input function in this process (pipelines, this
-    one's id, replicas in sync), read by letting it call one: a user's input is probed with
-    it, so its `get_per_replica_batch_size` and shard are the ones training will see."""
-    seen = []
-
-    def capture(context):
-        seen.append(context)
-        return tf.data.Dataset.range(1)
-
-    strategy.distribute_datasets_from_function(capture)
-    # a parameter-server strategy calls it later, on each worker: one pipeline of its own
-    return seen[0] if seen else tf.distribute.InputContext(
-        num_replicas_in_sync=strategy.num_replicas_in_sync)
-
-
 def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -> Prepared:
     """Batch arithmetic, model, optimizer and the Trainer for one process, under the
     strategy of `start_strategy`."""

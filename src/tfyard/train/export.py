@@ -14,7 +14,7 @@ import shutil
 import keras
 import tensorflow as tf
 
-from tfyard.errors import UserError
+from tfyard.errors import UserError, plain_op_error
 
 log = logging.getLogger("tfyard")
 
@@ -61,7 +61,8 @@ def export_model(model, task, objective, dtype_policy: str | None,
         archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
     except (ValueError, TypeError, NotImplementedError) as exc:   # e.g. a model named "_net"
         _remove(tmp)
-        raise UserError(f"the SavedModel export failed after training: {_first_words(exc)}; "
+        raise UserError(f"the SavedModel export failed after training: "
+                        f"{plain_op_error(exc)[:160]}; "
                         "the checkpoints keep the trained weights: fix the model and rerun "
                         "with the same output dir to export, or pass --no_export") from None
     written["saved_model"] = "saved_model"
@@ -73,7 +74,7 @@ def export_model(model, task, objective, dtype_policy: str | None,
         except (ValueError, NotImplementedError, TypeError) as exc:
             if tf.io.gfile.exists(path):
                 tf.io.gfile.remove(path)
-            log.warning(f"tfyard: {name} not written: {_first_words(exc)}")
+            log.warning(f"tfyard: {name} not written: {plain_op_error(exc)[:160]}")
     if tf.io.gfile.exists(export_dir):
         old = export_dir.rstrip("/") + ".old"
         tf.io.gfile.rename(export_dir, old, overwrite=True)
@@ -82,11 +83,6 @@ def export_model(model, task, objective, dtype_policy: str | None,
     else:
         tf.io.gfile.rename(tmp, export_dir)
     return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
-
-
-def _first_words(exc: Exception) -> str:
-    """An exception's message on one line, short (Keras's span many lines)."""
-    return " ".join(str(exc).split())[:160] or type(exc).__name__
 
 
 def _remove(path: str) -> None:

@@ -93,10 +93,10 @@ class FunctionInput:
     seeded = False   # tfyard cannot reorder it; a resume skips what was consumed
 
     def __init__(self, input_fn, eval_fn=None, name: str = "input_fn",
-                 num_classes: int | None = None, context=None):
-        """`context`: the InputContext the strategy hands `input_fn` in this process, so
-        that the probe sees its real per-replica batch (`get_per_replica_batch_size`) and
-        shard (`context.input_pipeline_id`)."""
+                 num_classes: int | None = None, strategy=None):
+        """`strategy`: the one training runs under, whose InputContext the probe uses, so
+        that it sees the real per-replica batch (`get_per_replica_batch_size`) and shard
+        (`input_pipeline_id`); None (the evaluator side-car) probes as one replica."""
         import tensorflow as tf
 
         self.input_fn, self.eval_fn, self.name = input_fn, eval_fn, name
@@ -104,7 +104,7 @@ class FunctionInput:
         self.has_eval = eval_fn is not None
         self.eval_name = None if eval_fn is None else (
             usercode.reference_of(eval_fn) or getattr(eval_fn, "__name__", "eval_fn"))
-        context = context or tf.distribute.InputContext()
+        context = input_context(strategy) if strategy else tf.distribute.InputContext()
         self.probe = self._probe(input_fn, context, "data")
         self.input_shape = self.probe.input_shape
         self.train_examples = None
@@ -175,6 +175,23 @@ class FunctionInput:
 
     def checked(self, split: str):
         return contextlib.nullcontext()
+
+
+def input_context(strategy):
+    """The InputContext `strategy` hands an input function in this process (pipelines, this
+    one's id, replicas in sync), read by letting it call one."""
+    import tensorflow as tf
+
+    seen = []
+
+    def capture(context):
+        seen.append(context)
+        return tf.data.Dataset.range(1)
+
+    strategy.distribute_datasets_from_function(capture)
+    # a parameter-server strategy calls it later, on each worker: one pipeline of its own
+    return seen[0] if seen else tf.distribute.InputContext(
+        num_replicas_in_sync=strategy.num_replicas_in_sync)
 
 
 def _describe(spec, top: bool = True) -> str:

@@ -66,15 +66,14 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
             outputs.refuse_other_run(plat.output_dir, **task.identity())
             return run_sidecar(options, plat, task)
         from tfyard.train import preemption
-        from tfyard.train.build import RunContext, input_context, prepare, start_strategy
+        from tfyard.train.build import RunContext, prepare, start_strategy
         from tfyard.train.loop import parameter_server_loss
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
         context = RunContext(options, plat, cluster, plan)
         strategy = start_strategy(context)   # before the task probes the user's input
-        task = make_task(options, plat, model, data, eval_data, num_classes,
-                         input_context(strategy))
+        task = make_task(options, plat, model, data, eval_data, num_classes, strategy)
         outputs.refuse_other_run(plat.output_dir, **task.identity())
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from tfyard import compat
-from tfyard.errors import UserError
+from tfyard.errors import UserError, plain_op_error
 from tfyard.models import create_model, get_spec
 from tfyard.models.factory import scoped_dtype_policy
 from tfyard.train import usercode
@@ -142,7 +142,7 @@ class Task:
             raise UserError(
                 f"--model {self.model_source.name}: its loss {name} does not fit the labels "
                 f"({labels.dtype.name} {_batch_shape(labels)}): "
-                f"{' '.join(str(exc).split())[:160]}; compile it with a loss for these labels "
+                f"{plain_op_error(exc)[:160]}; compile it with a loss for these labels "
                 "(SparseCategoricalCrossentropy for class ids)") from None
         return Compiled(loss, compat.compiled_metrics(model, labels, outputs))
 
@@ -169,11 +169,11 @@ def compiled_loss(model):
 
 
 def make_task(options, plat, model=None, data=None, eval_data=None,
-              num_classes: int | None = None, input_context=None) -> Task:
+              num_classes: int | None = None, strategy=None) -> Task:
     """The task of a run: `model` (a registry name, `MODULE:FUNCTION` or a function; default
     `options.model`) on `data` (a registry name, `MODULE:FUNCTION` or an `input_fn`; default
     `options.dataset`), with `eval_data` like `data` for a user's input. A user's input is
-    probed with `input_context`, the one its strategy will hand it (default: one replica)."""
+    probed with the InputContext `strategy` will hand it (default: one replica)."""
     from tfyard.train.inputs import FunctionInput, RegistryInput
 
     model = options.model if model is None else model
@@ -186,7 +186,7 @@ def make_task(options, plat, model=None, data=None, eval_data=None,
         name = data if isinstance(data, str) else usercode.reference_of(data) or "input_fn"
         evaluation = None if eval_data is None else _function(eval_data, "eval_data")
         source_data = FunctionInput(_function(data, "data"), evaluation, name, num_classes,
-                                    input_context)
+                                    strategy)
     else:
         source_data = RegistryInput(options if data == options.dataset
                                     else options.with_updates(dataset=data), plat)
