@@ -1,28 +1,44 @@
-"""The Kubernetes manifest: parsed back, and its bootstrap run for every pod index."""
+"""The Kubernetes manifest: parsed back, its bootstrap run for every pod index, its volumes
+at the paths the command names, and the header's kubectl commands."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tfyard.cli import main
 from tfyard.distribute.cluster import parse_tf_config
-from tfyard.pack.k8s import job_name
+from tfyard.pack.k8s_spec import job_name
 
+README = Path(__file__).resolve().parents[2] / "README.md"
 PRINT_TF_CONFIG = "import os; print(os.environ['TF_CONFIG'])"
 
 
-def _manifest(code_dir, k8s: str, *extra) -> dict:
+def _pack(code_dir, k8s: str, *extra) -> tuple[list[str], dict]:
+    """(the header's lines without '# ', the manifest) of tfyard-k8s.yaml."""
     assert main(["pack", "--code_path", str(code_dir), "--main", "train.py", "--image",
                  "team/resnet_50:v1", "--k8s", k8s, "--train_params", "--steps 1",
                  *extra]) == 0
-    text = (code_dir.parent / "tfyard-k8s.yaml").read_text()
-    lines = text.splitlines()
-    assert lines[0].startswith("#") and "kubectl apply" in lines[1]
-    return json.loads("\n".join(line for line in lines if not line.startswith("#")))
+    lines = (code_dir.parent / "tfyard-k8s.yaml").read_text().splitlines()
+    header = [line[2:] for line in lines if line.startswith("# ")]
+    body = [line for line in lines if not line.startswith("#")]
+    assert lines[:len(header)] == [f"# {line}" for line in header]  # the header comes first
+    return header, json.loads("\n".join(body))
+
+
+def _manifest(code_dir, k8s: str, *extra) -> dict:
+    return _pack(code_dir, k8s, *extra)[1]
+
+
+def _command(header: list[str], title: str) -> list[str]:
+    """The header's command after `title:`."""
+    (line,) = [line for line in header if line.startswith(f"{title}:")]
+    return shlex.split(line.partition(":")[2])
 
 
 def _pod_tf_config(container: dict, index: int) -> str:
@@ -49,13 +65,14 @@ def test_indexed_job_pods_compute_their_tf_config(code_dir, k8s, roles):
     assert service["metadata"]["name"] == job["metadata"]["name"] == name
     assert service["spec"]["clusterIP"] == "None"
     pod = job["spec"]["template"]
-    assert service["spec"]["selector"] == pod["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert job["spec"]["completionMode"] == "Indexed"
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == len(roles)
     assert pod["spec"]["subdomain"] == name
     (container,) = pod["spec"]["containers"]
     assert container["image"] == "team/resnet_50:v1"
-    assert container["command"][3:] == ["python", "/data/train.py", "--steps", "1"]
+    assert container["command"][3:] == ["python", "/data/train.py", "--data_dir", "/data/data",
+                                        "--output_dir", "/data/output", "--steps", "1"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     port = service["spec"]["ports"][0]["port"]
     coordinators = 0
@@ -88,6 +105,88 @@ def test_preempted_pods_are_retried_without_counting_and_get_time_to_save(code_d
         {"action": "Ignore", "onExitCodes": {"containerName": container["name"],
                                              "operator": "In",
                                              "values": [PREEMPTED_EXIT_CODE]}},
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
+                                                  "status": "True"}]},
     ]
     assert PREEMPTED_EXIT_CODE == 143
+
+
+@pytest.mark.parametrize(("data", "output"), [
+    ("pvc:imagenet-train", "pvc:runs.team-a"),
+    ("host:/mnt/datasets/imagenet", "host:/mnt/nfs/runs"),
+])
+def test_volumes_are_mounted_where_the_command_points(code_dir, data, output):
+    header, manifest = _pack(code_dir, "2,1", "--data_volume", data, "--output-volume", output)
+    pod = manifest["items"][1]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    argv = container["command"][3:]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
+    assert volumes.keys() == mounts.keys() == {"data", "output"}
+    for name, dir_flag, given, read_only in (("data", "--data_dir", data, True),
+                                             ("output", "--output_dir", output, False)):
+        mount, volume = mounts[name], volumes[name]
+        assert mount["mountPath"] == argv[argv.index(dir_flag) + 1]
+        assert mount["readOnly"] is read_only
+        kind, source = given.split(":", 1)
+        if kind == "pvc":
+            assert volume["persistentVolumeClaim"] == {"claimName": source}
+        else:
+            assert volume["hostPath"]["path"] == source
+        assert f"{given} at {mount['mountPath']}" in " ".join(header)
+    assert not any(line.startswith("No ") for line in header)
+
+
+def test_without_volumes_the_header_names_the_flags_to_add(code_dir):
+    header, manifest = _pack(code_dir, "2")
+    pod = manifest["items"][1]["spec"]["template"]["spec"]
+    assert "volumes" not in pod and "volumeMounts" not in pod["containers"][0]
+    missing = [line for line in header if line.startswith("No ")]
+    assert len(missing) == 2
+    assert "--data_volume pvc:CLAIM or host:/PATH" in missing[0] and "/data/data" in missing[0]
+    assert "--output_volume pvc:CLAIM or host:/PATH" in missing[1]
+    assert "/data/output" in missing[1]
+
+
+def test_name_namespace_resources_and_the_kubectl_commands(code_dir):
+    header, manifest = _pack(code_dir, "3,1", "--name", "rn50-a", "--namespace", "ml-team",
+                             "--cpus", "7.5", "--memory", "30Gi", "--gpu")
+    service, job = manifest["items"]
+    pod = job["spec"]["template"]
+    for item in (service, job):
+        assert item["metadata"]["name"] == "rn50-a"
+        assert item["metadata"]["namespace"] == "ml-team"
+    assert pod["spec"]["subdomain"] == "rn50-a"
+    env = {e["name"]: json.loads(e["value"]) for e in pod["spec"]["containers"][0]["env"]}
+    assert env["TFYARD_CLUSTER"]["chief"] == ["rn50-a-0.rn50-a:2222"]
+    assert pod["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "7.5", "memory": "30Gi"}, "limits": {"nvidia.com/gpu": 1}}
+    assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "resnet-50"  # the image's
+    assert _command(header, "Start") == ["kubectl", "apply", "-f", "tfyard-k8s.yaml"]
+    assert _command(header, "Watch the job") == ["kubectl", "get", "job", "rn50-a", "-n",
+                                                 "ml-team", "-w"]
+    logs = _command(header, "Follow logs")
+    assert logs[:4] == ["kubectl", "logs", "-n", "ml-team"] and "-f" in logs
+    selected = dict(pair.split("=") for pair in logs[logs.index("-l") + 1].split(","))
+    assert selected == service["spec"]["selector"]  # the Service's pods, this job's only
+    assert selected.items() <= pod["metadata"]["labels"].items()
+    assert selected["app.kubernetes.io/instance"] == "rn50-a"
+    assert int(logs[logs.index("--max-log-requests") + 1]) == job["spec"]["completions"] == 5
+    assert "--tail=-1" in logs  # every line, not kubectl's last 10 per pod
+    watch = _command(header, "Watch the pods")
+    assert watch[watch.index("-l") + 1] == logs[logs.index("-l") + 1]
+
+
+def test_readme_commands_are_the_ones_pack_writes(code_dir):
+    """README's Kubernetes example: its pack line runs, and its kubectl lines are the header's."""
+    section = README.read_text().split("## Kubernetes\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    pack, *kubectl = [shlex.split(line, comments=True) for line in block.splitlines()]
+    assert pack[:2] == ["tfyard", "pack"]
+    argv = [arg for arg in pack[1:] if arg not in ("--build", "--push")]
+    argv[argv.index("--code_path") + 1] = str(code_dir)
+    assert main(argv) == 0
+    header = (code_dir.parent / "tfyard-k8s.yaml").read_text().splitlines()
+    written = [shlex.split(line.partition(":")[2]) for line in header
+               if line.startswith("# ") and "kubectl" in line]
+    assert kubectl == written

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import run_tfyard
 from tfyard.cli import main
 
 CASES = {
@@ -24,6 +25,20 @@ CASES = {
     "requirements": (["--requirements", "{tmp}/reqs.txt"], "--requirements"),
     "test_data_path": (["--test_data_path", "{tmp}/nodata"], "--test_data_path"),
     "out_inside_code": (["--out", "{code}/build"], "--out"),
+    "name_without_k8s": (["--name", "rn50"], "--name is for the Kubernetes manifest; add --k8s"),
+    "name_uppercase": (["--k8s", "2", "--name", "RN_50"], "--name 'RN_50' is not a valid"),
+    "name_digit_first": (["--k8s", "2", "--name", "50-rn"], "starting with a letter"),
+    "name_too_long": (["--k8s", "11", "--name", "a" * 61], "at most 60 lowercase"),
+    "namespace": (["--k8s", "2", "--namespace", "ML"], "--namespace 'ML' is not a valid"),
+    "cpus_word": (["--k8s", "2", "--cpus", "four"], "--cpus 'four' is not a positive"),
+    "cpus_zero": (["--k8s", "2", "--cpus", "0"], "--cpus '0'"),
+    "memory_unit": (["--k8s", "2", "--memory", "16GB"], "--memory '16GB'"),
+    "volume_kind": (["--k8s", "2", "--data_volume", "nfs:/x"], "must be pvc:CLAIM"),
+    "volume_bare": (["--k8s", "2", "--output_volume", "runs"], "--output_volume 'runs' must be"),
+    "volume_claim": (["--k8s", "2", "--data_volume", "pvc:Image_Net"], "not a claim name"),
+    "volume_no_claim": (["--k8s", "2", "--output_volume", "pvc:"], "'' is not a claim name"),
+    "volume_relative": (["--k8s", "2", "--output_volume", "host:runs"], "not an absolute path"),
+    "volume_dotdot": (["--k8s", "2", "--data_volume", "host:/mnt/../etc"], "without '..'"),
 }
 
 
@@ -61,3 +76,12 @@ def test_train_params_without_a_value_is_one_line(code_dir, capsys):
               "--train_params"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1 and "--train_params" in err
+
+
+def test_bad_kubernetes_flags_exit_2_in_one_line_from_the_command(code_dir):
+    result = run_tfyard("pack", "--code_path", code_dir, "--main", "train.py", "--image",
+                        "trainer", "--k8s", "2", "--data_volume", "s3://bucket/data")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("tfyard: error: --data_volume 's3://bucket/data' must be "
+                             "pvc:CLAIM (a PersistentVolumeClaim) or host:/PATH (a directory "
+                             "on the node)\n")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from tfyard.pack.spec import DATA_DIR, OUTPUT_DIR
+
 _EPILOG = """Writes into the code directory's parent (or --out): Dockerfile, .dockerignore,
 the tfyard wheel, tfyard-cmd.txt (platform, local-test, build and push commands) and, with
---k8s, tfyard-k8s.yaml. The registry password for --push --registry_user comes from
-TFYARD_REGISTRY_PASSWORD or stdin, never from a flag."""
+--k8s, tfyard-k8s.yaml: an indexed Job and its headless Service, for `kubectl apply -f`; its
+header says how to watch the job and follow its logs. The registry password for --push
+--registry_user comes from TFYARD_REGISTRY_PASSWORD or stdin, never from a flag."""
 
 
 def register(commands) -> None:
@@ -33,7 +36,18 @@ def register(commands) -> None:
     flag("registry", metavar="HOST/NS", help="registry prefix for the image name")
     flag("registry_user", metavar="USER", help="with --push: `docker login` as USER first")
     flag("out", metavar="DIR", help="where to write the files (default: DIR's parent)")
-    flag("k8s", metavar="WORKERS[,PS]", help="also write a Kubernetes indexed Job manifest")
+    flag("k8s", metavar="WORKERS[,PS]", help="also write a Kubernetes indexed Job manifest "
+         "(with PS: a chief too)")
+    flag("name", metavar="NAME", help="with --k8s: the Job's name (default: from the image)")
+    flag("namespace", metavar="NS", help="with --k8s: the namespace (default: kubectl's)")
+    flag("cpus", metavar="N", help="with --k8s: CPUs each pod requests (4, 0.5, 500m)")
+    flag("memory", metavar="SIZE", help="with --k8s: memory each pod requests (16Gi)")
+    flag("data_volume", metavar="pvc:CLAIM|host:/PATH",
+         help=f"with --k8s: the data, mounted read-only at {DATA_DIR} (--data_dir)")
+    flag("output_volume", metavar="pvc:CLAIM|host:/PATH",
+         help=f"with --k8s: mounted at {OUTPUT_DIR} (--output_dir); every member writes "
+         "there, so it must be one volume that every pod can reach: a ReadWriteMany claim, or "
+         "a host path shared by every node")
     flag("test_data_path", metavar="P", help="host data directory for the local test command")
     flag("test_output_path", metavar="P", help="host output directory for the local test")
     flag("build", action="store_true", help="run `docker build`")
@@ -50,7 +64,9 @@ def run_pack(args) -> int:
         base_image=args.base_image, gpu=args.gpu, requirements=args.requirements,
         train_params=args.train_params, registry=args.registry, out=args.out, k8s=args.k8s,
         test_data_path=args.test_data_path, test_output_path=args.test_output_path,
-        registry_user=args.registry_user,
+        registry_user=args.registry_user, name=args.name, namespace=args.namespace,
+        cpus=args.cpus, memory=args.memory, data_volume=args.data_volume,
+        output_volume=args.output_volume,
     )
     for path in write_context(spec):
         print(f"wrote {path}")

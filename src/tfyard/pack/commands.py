@@ -18,6 +18,13 @@ def platform_command(spec: PackSpec) -> list[str]:
     return ["python", f"{CODE_DIR}/{spec.main}", *spec.train_params]
 
 
+def mounted_command(spec: PackSpec) -> list[str]:
+    """The platform command naming the mount points as flags, for a container whose volumes
+    the same file declares (the local test, a Kubernetes pod): paths and mounts read together."""
+    return [*platform_command(spec)[:2], "--data_dir", DATA_DIR, "--output_dir", OUTPUT_DIR,
+            *spec.train_params]
+
+
 def local_test_command(spec: PackSpec) -> list[str]:
     """`docker run` with host DATA and OUTPUT mounted and the platform flags filled in."""
     gpus = ["--gpus", "all"] if spec.gpu else []
@@ -26,8 +33,7 @@ def local_test_command(spec: PackSpec) -> list[str]:
     return [
         "docker", "run", "--rm", *gpus,
         "-v", f"{data}:{DATA_DIR}", "-v", f"{output}:{OUTPUT_DIR}", spec.image,
-        *platform_command(spec)[:2], "--data_dir", DATA_DIR, "--output_dir", OUTPUT_DIR,
-        *spec.train_params,
+        *mounted_command(spec),
     ]
 
 

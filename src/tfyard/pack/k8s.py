@@ -4,22 +4,24 @@ Pod `i` of an indexed Job whose `subdomain` is the Service is reachable as
 `<job>-<i>.<service>`, so the whole cluster is known before any pod starts. Each pod runs
 BOOTSTRAP first: it picks its own task from JOB_COMPLETION_INDEX, exports TF_CONFIG and
 execs the training command. The file is JSON, which is also YAML, so `kubectl apply -f`
-takes it and tests can read it without a YAML library.
+takes it and tests can read it without a YAML library. Every field is one that the API
+servers of Kubernetes 1.29 and later accept (tests/pack/test_k8s_schema.py checks each).
 """
 
 from __future__ import annotations
 
 import json
-import re
 
 from tfyard.errors import PREEMPTED_EXIT_CODE
-from tfyard.pack.commands import platform_command
+from tfyard.pack.commands import mounted_command
+from tfyard.pack.k8s_spec import K8sSpec, Volume, job_name
 from tfyard.pack.spec import DATA_DIR, OUTPUT_DIR, PackSpec
 
 PORT = 2222
 # SIGTERM first, SIGKILL this long after: time for a member to save at the current step.
 TERMINATION_GRACE_S = 60
 MANIFEST_FILE = "tfyard-k8s.yaml"
+CONTAINER = "train"
 
 # Runs as `python -c BOOTSTRAP CMD...` in every pod; task i is the i-th address in cluster order.
 BOOTSTRAP = """\
@@ -32,73 +34,129 @@ os.execvp(sys.argv[1], sys.argv[1:])
 """
 
 
-def job_name(image: str) -> str:
-    """A DNS-1035 label from the image's last path component (`team/res-net:1` -> `res-net`)."""
-    last = image.rsplit("/", 1)[-1].split(":", 1)[0]
-    name = re.sub(r"[^a-z0-9]+", "-", last.lower()).strip("-")
-    if not name[:1].isalpha():
-        name = f"tfyard-{name}"
-    return name[:50].rstrip("-")
-
-
-def cluster_spec(name: str, workers: int, ps: int) -> dict[str, list[str]]:
-    """TF_CONFIG.cluster: all-reduce workers, or a chief + workers + ps; pod i = address i."""
-    counts = {"chief": 1, "worker": workers, "ps": ps} if ps else {"worker": workers}
+def cluster_spec(k8s: K8sSpec) -> dict[str, list[str]]:
+    """TF_CONFIG.cluster: pod i (its stable host name) is address i."""
     cluster, index = {}, 0
-    for job, count in counts.items():
-        cluster[job] = [f"{name}-{index + i}.{name}:{PORT}" for i in range(count)]
+    for role, count in k8s.roles.items():
+        cluster[role] = [f"{k8s.name}-{index + i}.{k8s.name}:{PORT}" for i in range(count)]
         index += count
     return cluster
+
+
+def selector(k8s: K8sSpec) -> dict[str, str]:
+    """The labels of this job's pods and only them: the Service's selector, `kubectl -l`."""
+    return {"app.kubernetes.io/instance": k8s.name, "app.kubernetes.io/managed-by": "tfyard"}
 
 
 def _retry_preemptions() -> dict:
     """A pod that saved and exited PREEMPTED_EXIT_CODE after SIGTERM, or that Kubernetes
     evicted or preempted (DisruptionTarget), is replaced without counting against
-    backoffLimit; every other failure counts (and fails the Job, backoffLimit being 0)."""
+    backoffLimit; every other failure counts (and fails the Job, backoffLimit being 0).
+    Before 1.35 a pod-condition pattern needs its `status`."""
     return {"rules": [
-        {"action": "Ignore", "onExitCodes": {"containerName": "train", "operator": "In",
+        {"action": "Ignore", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
                                              "values": [PREEMPTED_EXIT_CODE]}},
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
+                                                  "status": "True"}]},
     ]}
 
 
+def _mounts(k8s: K8sSpec) -> list[tuple[str, str, str, bool, Volume | None]]:
+    """(name, mount path, flag, read-only, the volume if given): each at the path that the
+    command's --data_dir or --output_dir names; only the output is written."""
+    return [("data", DATA_DIR, "--data_volume", True, k8s.data_volume),
+            ("output", OUTPUT_DIR, "--output_volume", False, k8s.output_volume)]
+
+
+def _volume(name: str, volume: Volume, read_only: bool) -> dict:
+    if volume.kind == "pvc":
+        return {"name": name, "persistentVolumeClaim": {"claimName": volume.source}}
+    kind = "Directory" if read_only else "DirectoryOrCreate"
+    return {"name": name, "hostPath": {"path": volume.source, "type": kind}}
+
+
+def _volumes(k8s: K8sSpec) -> tuple[list[dict], list[dict]]:
+    """The pod's volumes and the container's mounts of them, for the volumes given."""
+    volumes, mounts = [], []
+    for name, path, _, read_only, volume in _mounts(k8s):
+        if volume:
+            volumes.append(_volume(name, volume, read_only))
+            mounts.append({"name": name, "mountPath": path, "readOnly": read_only})
+    return volumes, mounts
+
+
+def _resources(spec: PackSpec) -> dict:
+    requests = {key: value for key, value in (("cpu", spec.k8s.cpus),
+                                              ("memory", spec.k8s.memory)) if value}
+    resources = {"requests": requests} if requests else {}
+    if spec.gpu:
+        resources["limits"] = {"nvidia.com/gpu": 1}
+    return resources
+
+
+def _header(spec: PackSpec) -> str:
+    """What the file holds, the volume flags it still lacks, and the kubectl commands."""
+    k8s = spec.k8s
+    members = ", ".join(f"{count} {role}" for role, count in k8s.roles.items())
+    lines = [f"Generated by `tfyard pack`: Job {k8s.name}, {k8s.pods} pods of {spec.image} "
+             f"({members}), and its headless Service."]
+    for name, path, flag, read_only, volume in _mounts(k8s):
+        if volume:
+            access = " (read-only)" if read_only else ""
+            lines.append(f"{name.capitalize()}: {volume.kind}:{volume.source} at {path}{access}.")
+        else:
+            shared = "" if read_only else ", one volume that every pod can reach"
+            lines.append(f"No {name} volume: rerun pack with {flag} pvc:CLAIM or host:/PATH "
+                         f"to mount one at {path}{shared}.")
+    ns = f" -n {k8s.namespace}" if k8s.namespace else ""
+    pods = ",".join(f"{key}={value}" for key, value in selector(k8s).items())
+    lines += [
+        f"Start:          kubectl apply -f {MANIFEST_FILE}",
+        f"Watch the job:  kubectl get job {k8s.name}{ns} -w",
+        f"Watch the pods: kubectl get pods{ns} -l {pods} -w",
+        f"Follow logs:    kubectl logs{ns} -l {pods} -f --prefix --tail=-1 "
+        f"--max-log-requests {k8s.pods}",
+        f"Remove:         kubectl delete -f {MANIFEST_FILE}",
+    ]
+    return "".join(f"# {line}\n" for line in lines)
+
+
 def render_manifest(spec: PackSpec) -> str:
-    workers, ps = spec.k8s
-    name = job_name(spec.image)
-    cluster = cluster_spec(name, workers, ps)
-    pods = sum(map(len, cluster.values()))
-    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "tfyard"}
+    k8s = spec.k8s
+    cluster = cluster_spec(k8s)
+    labels = {"app.kubernetes.io/name": job_name(spec.image), **selector(k8s)}
+    namespace = {"namespace": k8s.namespace} if k8s.namespace else {}
+    metadata = {"name": k8s.name, **namespace, "labels": labels}
+    volumes, mounts = _volumes(k8s)
     container = {
-        "name": "train",
+        "name": CONTAINER,
         "image": spec.image,
-        "command": ["python", "-c", BOOTSTRAP, *platform_command(spec)],
+        "command": ["python", "-c", BOOTSTRAP, *mounted_command(spec)],
         "env": [{"name": "TFYARD_CLUSTER", "value": json.dumps(cluster)}],
         "ports": [{"name": "grpc", "containerPort": PORT}],
     }
-    if spec.gpu:
-        container["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    resources = _resources(spec)
+    if resources:
+        container["resources"] = resources
+    if mounts:
+        container["volumeMounts"] = mounts
     service = {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": labels,
-                 "ports": [{"name": "grpc", "port": PORT}]},
+        "apiVersion": "v1", "kind": "Service", "metadata": metadata,
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": selector(k8s), "ports": [{"name": "grpc", "port": PORT}]},
     }
+    pod = {"subdomain": k8s.name, "restartPolicy": "Never",
+           "terminationGracePeriodSeconds": TERMINATION_GRACE_S, "containers": [container]}
+    if volumes:
+        pod["volumes"] = volumes
     job = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "labels": labels},
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
         "spec": {
-            "completionMode": "Indexed", "completions": pods, "parallelism": pods,
+            "completionMode": "Indexed", "completions": k8s.pods, "parallelism": k8s.pods,
             "backoffLimit": 0,
             "podFailurePolicy": _retry_preemptions(),
-            "template": {"metadata": {"labels": labels},
-                         "spec": {"subdomain": name, "restartPolicy": "Never",
-                                  "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-                                  "containers": [container]}},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }
     manifest = {"apiVersion": "v1", "kind": "List", "items": [service, job]}
-    members = ", ".join(f"{len(hosts)} {role}" for role, hosts in cluster.items())
-    header = (f"# Generated by `tfyard pack`: {pods} pods of {spec.image} ({members}).\n"
-              f"# Mount your data at {DATA_DIR} and a shared output volume at {OUTPUT_DIR}, "
-              f"then: kubectl apply -f {MANIFEST_FILE}\n")
-    return header + json.dumps(manifest, indent=2) + "\n"
+    return _header(spec) + json.dumps(manifest, indent=2) + "\n"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfyard.errors import UserError
+from tfyard.pack.k8s_spec import K8sSpec, make_k8s_spec
 
 # Where things live inside the image: the code at /data, the platform contract's defaults below.
 CODE_DIR = "/data"
@@ -38,7 +39,7 @@ class PackSpec:
     gpu: bool = False
     train_params: tuple[str, ...] = ()
     requirements: Path | None = None
-    k8s: tuple[int, int] | None = None
+    k8s: K8sSpec | None = None
     test_data_path: str | None = None
     test_output_path: str | None = None
     registry_user: str | None = None
@@ -65,6 +66,12 @@ def make_spec(
     test_data_path: str | None = None,
     test_output_path: str | None = None,
     registry_user: str | None = None,
+    name: str | None = None,
+    namespace: str | None = None,
+    cpus: str | None = None,
+    memory: str | None = None,
+    data_volume: str | None = None,
+    output_volume: str | None = None,
 ) -> PackSpec:
     """Check every input and return the spec; raise UserError naming the flag and the fix."""
     code = Path(code_path).expanduser().resolve()
@@ -73,16 +80,18 @@ def make_spec(
     target = Path(out).expanduser().resolve() if out else code.parent
     if target == code or target.is_relative_to(code):
         raise UserError(f"--out {out!r} is inside --code_path; write the image files elsewhere")
+    reference = _image(image, registry)
     return PackSpec(
         code_path=code,
         main=_main_file(code, main),
-        image=_image(image, registry),
+        image=reference,
         base_image=_base_image(base_image, gpu),
         out=target,
         gpu=gpu,
         train_params=_train_params(train_params),
         requirements=_existing_file(requirements, "--requirements") if requirements else None,
-        k8s=parse_k8s(k8s) if k8s else None,
+        k8s=make_k8s_spec(k8s, reference, name=name, namespace=namespace, cpus=cpus,
+                          memory=memory, data_volume=data_volume, output_volume=output_volume),
         test_data_path=_test_data(test_data_path) if test_data_path else None,
         test_output_path=str(Path(test_output_path).expanduser().resolve())
         if test_output_path else None,
@@ -160,14 +169,3 @@ def _test_data(path: str) -> str:
         raise UserError(f"--test_data_path {path!r} is not a directory; point it at local "
                         "test data")
     return str(resolved)
-
-
-def parse_k8s(text: str) -> tuple[int, int]:
-    """`WORKERS[,PS]` -> (workers, ps)."""
-    parts = text.split(",")
-    if len(parts) <= 2 and all(p.strip().isdigit() for p in parts):
-        workers, ps = int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
-        if workers >= 1:
-            return workers, ps
-    raise UserError(f"--k8s {text!r} must be WORKERS[,PS] with at least one worker, "
-                    "e.g. 2 or 2,1")

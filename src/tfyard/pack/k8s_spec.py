@@ -1,0 +1,143 @@
+"""The --k8s request, validated up front: names, volumes and resources as the API server
+checks them, so a mistake is one line here instead of a refusal from `kubectl apply`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from tfyard.errors import UserError
+
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+# The Job's name also names its Service, whose name must start with a letter (DNS-1035).
+_SERVICE_NAME = re.compile(r"[a-z](?:[-a-z0-9]*[a-z0-9])?")
+_NAMESPACE = re.compile(_LABEL)
+_CLAIM = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_MAX_LABEL = 63
+# Kubernetes quantities: CPUs as cores or millicores, memory in bytes with an optional suffix.
+_CPUS = re.compile(r"(?:\d+(?:\.\d+)?|\.\d+|\d+m)")
+_MEMORY = re.compile(r"(?:\d+(?:\.\d+)?)(?:[KMGTPE]i|[kMGTPE])?")
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A PersistentVolumeClaim (`kind` "pvc", `source` its name) or a node's directory
+    (`kind` "host", `source` an absolute path)."""
+
+    kind: str
+    source: str
+
+
+@dataclass(frozen=True)
+class K8sSpec:
+    """One Indexed Job and its headless Service, all named `name`."""
+
+    workers: int
+    ps: int
+    name: str
+    namespace: str | None = None
+    cpus: str | None = None
+    memory: str | None = None
+    data_volume: Volume | None = None
+    output_volume: Volume | None = None
+
+    @property
+    def roles(self) -> dict[str, int]:
+        return member_counts(self.workers, self.ps)
+
+    @property
+    def pods(self) -> int:
+        return sum(self.roles.values())
+
+
+def member_counts(workers: int, ps: int) -> dict[str, int]:
+    """Members per TF_CONFIG job in pod-index order: all-reduce workers, or a chief, workers
+    and parameter servers."""
+    return {"chief": 1, "worker": workers, "ps": ps} if ps else {"worker": workers}
+
+
+def make_k8s_spec(k8s: str | None, image: str, name: str | None = None,
+                  namespace: str | None = None, cpus: str | None = None,
+                  memory: str | None = None, data_volume: str | None = None,
+                  output_volume: str | None = None) -> K8sSpec | None:
+    """The checked request, or None without --k8s (then no Kubernetes flag may be given)."""
+    given = {"--name": name, "--namespace": namespace, "--cpus": cpus, "--memory": memory,
+             "--data_volume": data_volume, "--output_volume": output_volume}
+    if not k8s:
+        extra = [flag for flag, value in given.items() if value is not None]
+        if extra:
+            raise UserError(f"{extra[0]} is for the Kubernetes manifest; add --k8s WORKERS[,PS]")
+        return None
+    workers, ps = parse_k8s(k8s)
+    if name is not None:
+        _check_name(name, sum(member_counts(workers, ps).values()))
+    if namespace is not None and not (_NAMESPACE.fullmatch(namespace)
+                                      and len(namespace) <= _MAX_LABEL):
+        raise UserError(f"--namespace {namespace!r} is not a valid namespace: use at most 63 "
+                        "lowercase letters, digits and '-', starting and ending with a letter "
+                        "or digit")
+    return K8sSpec(
+        workers, ps, name or job_name(image), namespace,
+        cpus=_quantity(cpus, _CPUS, "--cpus", "CPUs per pod, such as 4, 0.5 or 500m"),
+        memory=_quantity(memory, _MEMORY, "--memory", "memory per pod, such as 16Gi or 512Mi"),
+        data_volume=parse_volume("--data_volume", data_volume),
+        output_volume=parse_volume("--output_volume", output_volume),
+    )
+
+
+def parse_k8s(text: str) -> tuple[int, int]:
+    """`WORKERS[,PS]` -> (workers, ps)."""
+    parts = text.split(",")
+    if len(parts) <= 2 and all(p.strip().isdigit() for p in parts):
+        workers, ps = int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
+        if workers >= 1:
+            return workers, ps
+    raise UserError(f"--k8s {text!r} must be WORKERS[,PS] with at least one worker, "
+                    "e.g. 2 or 2,1")
+
+
+def job_name(image: str) -> str:
+    """A DNS-1035 label from the image's last path component (`team/res-net:1` -> `res-net`);
+    50 characters at most, which leaves room for any pod index in the pods' host names."""
+    last = image.rsplit("/", 1)[-1].split(":", 1)[0]
+    name = re.sub(r"[^a-z0-9]+", "-", last.lower()).strip("-")
+    if not name[:1].isalpha():
+        name = f"tfyard-{name}"
+    return name[:50].rstrip("-")
+
+
+def _check_name(name: str, pods: int) -> None:
+    """Pod i's host name is `<name>-<i>`, a DNS label too: the index counts in the length."""
+    longest = _MAX_LABEL - len(f"-{pods - 1}")
+    if not (_SERVICE_NAME.fullmatch(name) and len(name) <= longest):
+        raise UserError(f"--name {name!r} is not a valid Kubernetes name: use at most "
+                        f"{longest} lowercase letters, digits and '-', starting with a letter "
+                        "and ending with a letter or digit (it names the Job, its Service and, "
+                        "with the pod index, each pod)")
+
+
+def _quantity(value: str | None, pattern: re.Pattern, flag: str, what: str) -> str | None:
+    """A positive Kubernetes quantity (some digit is not 0), kept as written."""
+    if value is not None and not (pattern.fullmatch(value) and any(c in "123456789"
+                                                                   for c in value)):
+        raise UserError(f"{flag} {value!r} is not a positive Kubernetes quantity; give {what}")
+    return value
+
+
+def parse_volume(flag: str, text: str | None) -> Volume | None:
+    """`pvc:CLAIM` or `host:/PATH`, checked as the API server checks claim names and paths."""
+    if text is None:
+        return None
+    kind, _, source = text.partition(":")
+    if kind == "pvc" and not (_CLAIM.fullmatch(source) and len(source) <= 253):
+        raise UserError(f"{flag} {text!r}: {source!r} is not a claim name; a "
+                        "PersistentVolumeClaim's name is lowercase letters, digits, '-' and '.'")
+    if kind == "host" and not (source.startswith("/") and
+                               ".." not in PurePosixPath(source).parts):
+        raise UserError(f"{flag} {text!r}: {source!r} is not an absolute path without '..'; "
+                        "give the directory on the node, such as host:/mnt/shared/runs")
+    if kind not in ("pvc", "host"):
+        raise UserError(f"{flag} {text!r} must be pvc:CLAIM (a PersistentVolumeClaim) or "
+                        "host:/PATH (a directory on the node)")
+    return Volume(kind, source)
