@@ -5,11 +5,20 @@
 
 One GPU, several GPUs (Mirrored) or a cluster from TF_CONFIG (the legacy `master` form
 included): the strategy follows the role, the script does not change.
+
+Fine-tuning as the official ResNet did it: `--pretrained_model_checkpoint_path` loads every
+weight but the final dense layer's, `--fine_tune` trains only that layer.
 """
 
 import sys
 
 from tfyard.cli import main
+from tfyard.flags import absl_booleans, rename_flags
+
+PRETRAINED = "--pretrained_model_checkpoint_path"
 
 if __name__ == "__main__":
-    sys.exit(main(["train", "--dataset", "imagenet", *sys.argv[1:]]))
+    argv = absl_booleans(sys.argv[1:], ("--fine_tune",))
+    if any(arg.partition("=")[0] == PRETRAINED for arg in argv):
+        argv = [*rename_flags(argv, {PRETRAINED: "--init_checkpoint"}), "--init_fresh_head"]
+    sys.exit(main(["train", "--dataset", "imagenet", *argv]))

@@ -68,3 +68,18 @@ def compiled_metrics(model, y_true, y_pred) -> dict:
     if not metrics.built:
         compute_output_spec(metrics.update_state, y_true, y_pred)
     return dict(zip(compute_output_spec(metrics.result), metrics.metrics, strict=True))
+
+
+def weight_positions(model) -> dict[str, object]:
+    """Keras 3's position path of each weight of `model` (`layers/conv2d/vars/0`: layers
+    named by class and order), as `.keras` and `.weights.h5` files key them -> the weight.
+    Keras's own saving walk runs into a store that keeps nothing but the references.
+    Checked against Keras 3.15."""
+    from keras.src.saving import saving_lib
+
+    store = saving_lib.NpzIOStore(None, mode="w")   # in memory; written only by close()
+    saving_lib._save_state(model, store, None, inner_path="", visited_saveables=set())
+    weights = {id(w): w for w in model.weights}
+    return {f"{path}/vars/{key}" if path != "__root__" else f"vars/{key}": weights[id(value)]
+            for path, values in store.contents.items() for key, value in values.items()
+            if id(value) in weights}

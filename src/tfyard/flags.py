@@ -45,3 +45,22 @@ def rename_flags(argv: list[str], renames: dict[str, str]) -> list[str]:
         head, sep, tail = arg.partition("=")
         out.append(renames.get(head, head) + sep + tail if head in renames else arg)
     return out
+
+
+TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def absl_booleans(argv: list[str], names) -> list[str]:
+    """absl's boolean spellings of `names` as argparse switches: `--x=True` -> `--x`,
+    `--x=False` and `--nox` -> nothing (absl scripts wrote all three)."""
+    out = []
+    for arg in argv:
+        head, sep, value = arg.partition("=")
+        if head in names and sep and value.lower() in TRUE:
+            out.append(head)
+        elif (head in names and sep and value.lower() in FALSE) or \
+                any(arg == "--no" + name[2:] for name in names):
+            continue
+        else:
+            out.append(arg)
+    return out

@@ -42,3 +42,19 @@ def train(output_dir: Path, work_dir: Path, *extra, env=None):
                         *extra, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
+
+
+def write_applications_h5(model, path: Path) -> None:
+    """`model`'s weights in the layout of Keras Applications' ImageNet weight files (Keras
+    2's `save_weights` to .h5): a group per layer, its `weight_names`, a dataset each."""
+    import h5py
+
+    with h5py.File(path, "w") as handle:
+        handle.attrs["layer_names"] = [layer.name.encode() for layer in model.layers]
+        handle.attrs["backend"], handle.attrs["keras_version"] = b"tensorflow", b"2.2.4"
+        for layer in model.layers:
+            group = handle.create_group(layer.name)
+            names = [f"{layer.name}/{weight.name}:0" for weight in layer.weights]
+            group.attrs["weight_names"] = [name.encode() for name in names]
+            for name, weight in zip(names, layer.weights, strict=True):
+                group.create_dataset(name, data=weight.numpy())

@@ -23,7 +23,8 @@ from tfyard.train.host_memory import keep_freed_memory
 from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
-from tfyard.train.task import Task
+from tfyard.train.pretrained import start_from_weights
+from tfyard.train.task import Task, output_width
 
 log = logging.getLogger("tfyard")
 
@@ -53,6 +54,7 @@ class Prepared:
     trainer: Trainer
     evaluate: Callable[[], dict] | None
     eval_every_steps: int | None
+    init: dict | None = None   # where the weights started (train.pretrained), for run.json
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -93,6 +95,9 @@ def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -
         if options.sync_batch_norm:
             synchronize_batch_norm(model)
         fuse_batch_norm(model)   # the same numbers, one op per batch norm (train.fused)
+        # trained weights and frozen layers, before the optimizer sees what trains
+        init = start_from_weights(model, options, output_width(model, task.input_shape),
+                                  context.plat.output_dir, cluster.is_coordinator)
         optimizer = task.compiled_optimizer(model)
         if optimizer is None:
             optimizer = make_optimizer(numbers, options.momentum, options.nesterov,
@@ -127,7 +132,7 @@ def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -
     evaluate = _evaluation(task, numbers, model, objective, strategy) \
         if task.data.has_eval else None
     return Prepared(context, strategy, task, numbers, replicas, policy, model, optimizer, trainer,
-                    evaluate, max(1, eval_steps) if eval_steps is not None else None)
+                    evaluate, max(1, eval_steps) if eval_steps is not None else None, init)
 
 
 def _numbers(options: TrainOptions, task: Task, replicas: int, pipelines: int) -> Resolved:

@@ -74,7 +74,7 @@ class SyncExecutor:
         return totals, done
 
     def needs_statistics_sync(self, model) -> bool:
-        return self.strategy.num_replicas_in_sync > 1 and bool(model.non_trainable_variables)
+        return self.strategy.num_replicas_in_sync > 1 and bool(replica_statistics(model))
 
     @property
     def update_in_xla(self) -> bool:
@@ -140,6 +140,14 @@ def parameter_server_loss():
                          "(launch local --max_restarts does)") from None
 
 
+def replica_statistics(model) -> list:
+    """The non-trainable weights a step may change on each replica (batch-norm moving
+    statistics): those of frozen layers never change, so they are never averaged."""
+    frozen = {id(v) for layer in compat.all_layers(model) if not layer.trainable
+              for v in layer.weights}
+    return [v for v in model.non_trainable_variables if id(v) not in frozen]
+
+
 def make_executor(strategy: tf.distribute.Strategy):
     if isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
         return CoordinatorExecutor(strategy)
@@ -184,7 +192,10 @@ class Trainer:
     def _gradients(self, x, y, weights):
         c = self.config
         variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
+        # Only the trainable weights are watched: the ops of a frozen prefix of the network
+        # are not recorded, so no gradient is computed for it or propagated into it.
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([v.value for v in variables])
             outputs = self.model(x, training=True)
             per_example, sums = c.objective(y, outputs, weights)
             loss = tf.nn.compute_average_loss(per_example, sample_weight=weights,
@@ -275,7 +286,7 @@ class Trainer:
         Keras 3 creates them with aggregation NONE, so each replica keeps its own; one
         all-reduce before each checkpoint makes every member save and evaluate the same model.
         """
-        variables = self.model.non_trainable_variables
+        variables = replica_statistics(self.model)
         local = self.strategy.run(lambda: [tf.identity(v.value) for v in variables])
         for variable, value in zip(variables, local, strict=True):
             variable.assign(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None))

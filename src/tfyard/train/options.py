@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -94,6 +95,21 @@ def step_range(value) -> tuple[int, int]:
     return first, last
 
 
+def layer_patterns(value) -> tuple[str, ...]:
+    """`"a,b"` or `["a", "b"]` -> ("a", "b"): regular expressions matched from the start of
+    layer names (`train.freezing`)."""
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    patterns = tuple(str(part).strip() for part in parts if str(part).strip())
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
+    if not patterns:
+        raise ValueError("give one or more comma-separated layer-name patterns")
+    return patterns
+
+
 def flag_type(check: Callable) -> Callable:
     def convert(text: str):
         try:
@@ -131,6 +147,7 @@ def _startup_timeout() -> float:
 
 
 WHAT, HOW, RUN = "what to train", "how long and how big", "distribution, checkpoints and output"
+START = "start from trained weights (fine-tune)"
 
 
 class _Checked:
@@ -164,6 +181,31 @@ class RunOptions(_Checked):
     work_dir: str | None = _platform("work_dir")
     log_dir: str | None = _platform("log_dir")
     num_gpus: str | None = _platform("num_gpus")
+    init_checkpoint: str | None = opt(
+        None, group=START, help="start from these weights: a run directory (its newest "
+        "checkpoint), a checkpoint prefix (out/checkpoints/ckpt-200), a .keras, .weights.h5 "
+        "or Keras .h5 file (Keras Applications' ImageNet weights, with or without the top). "
+        "Only arrays are read, never code. Strict: a weight the source lacks or holds with "
+        "another shape is an error, but the classifier head starts fresh when its class count "
+        "differs. A resume keeps its own checkpoint and does not apply it again")
+    init_exclude: tuple[str, ...] | None = opt(
+        None, check=layer_patterns, group=START, help="layers not to load, started fresh: "
+        "comma-separated regular expressions matched from the start of layer names (slim's "
+        "--checkpoint_exclude_scopes)")
+    init_allow_missing: bool = opt(False, group=START, help="start the weights the source "
+                                   "lacks fresh instead of failing (slim's --ignore_missing_vars)")
+    init_fresh_head: bool = opt(False, group=START, help="start the classifier head fresh even "
+                                "where the source's fits (the official ResNet's "
+                                "--pretrained_model_checkpoint_path)")
+    trainable: tuple[str, ...] | None = opt(
+        None, check=layer_patterns, group=START, help="train only the layers matching these "
+        "patterns (as --init_exclude) and freeze the rest (slim's --trainable_scopes)")
+    freeze: tuple[str, ...] | None = opt(
+        None, check=layer_patterns, group=START, help="freeze the layers matching these "
+        "patterns: their weights and batch-norm statistics do not change")
+    train_head_only: bool = opt(False, "--fine_tune", group=START, help="train only the "
+                                "classifier head, freeze the rest (the official ResNet's "
+                                "--fine_tune)")
     batch_size: int | None = opt(None, "--train-batch-size", "--train_batch_size", group=HOW,
                                  check=positive_int,
                                  help="global batch over all replicas (default: the recipe's)")
