@@ -6,8 +6,9 @@
 One GPU, several GPUs (Mirrored) or a cluster from TF_CONFIG (the legacy `master` form
 included): the strategy follows the role, the script does not change.
 
-Fine-tuning as the official ResNet did it: `--pretrained_model_checkpoint_path` loads every
-weight but the final dense layer's, `--fine_tune` trains only that layer.
+`--model_dir` is the output directory, as in the official ResNet. Fine-tuning as it did:
+`--pretrained_model_checkpoint_path` loads every weight but the final dense layer's,
+`--fine_tune` trains only that layer.
 """
 
 import sys
@@ -16,9 +17,11 @@ from tfyard.cli import main
 from tfyard.flags import absl_booleans, rename_flags
 
 PRETRAINED = "--pretrained_model_checkpoint_path"
+RESNET_FLAGS = {"--model_dir": "--output_dir", PRETRAINED: "--init_checkpoint"}
 
 if __name__ == "__main__":
     argv = absl_booleans(sys.argv[1:], ("--fine_tune",))
     if any(arg.partition("=")[0] == PRETRAINED for arg in argv):
-        argv = [*rename_flags(argv, {PRETRAINED: "--init_checkpoint"}), "--init_fresh_head"]
+        argv.append("--init_fresh_head")   # everything but the final dense layer
+    argv = rename_flags(argv, RESNET_FLAGS)
     sys.exit(main(["train", "--dataset", "imagenet", *argv]))

@@ -110,3 +110,79 @@ def test_train_image_classifier_slim_flags(tmp_path, model):
            "--max_number_of_steps=2", "--image_size=32", "--quiet", "--no_export")
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["model"], summary["num_classes"], summary["final_step"]) == (model, 3, 2)
+
+
+def slim_records(data: Path) -> None:
+    """Three classes of flat colours as slim-style TFRecords with labels.txt."""
+    data.mkdir()
+    pixels = [np.full((32, 32, 3), 40 * c, np.uint8) for c in range(3)]
+    write_records(data / "flowers_train_00000-of-00001.tfrecord",
+                  [tf_example(image_bytes(pixels[i % 3]), i % 3) for i in range(24)])
+    write_records(data / "flowers_validation_00000-of-00001.tfrecord",
+                  [tf_example(image_bytes(pixels[i % 3]), i % 3) for i in range(6)])
+    (data / "labels.txt").write_text("0:daisy\n1:rose\n2:tulip\n")
+
+
+def run_weights(run: Path) -> dict:
+    from tfyard.train.weight_files import open_source
+
+    with open_source(str(run)) as source:
+        return {key: source.read(key) for key in source.shapes}
+
+
+def test_slim_fine_tune_flags_start_from_an_applications_file_without_its_top(tmp_path):
+    """Slim's README recipe on tfyard: the ImageNet-style weight file of the base (Keras
+    Applications' layout, no top, written here), the logits excluded and the only layer
+    trained; every other layer ends bit-equal to the file."""
+    import keras
+
+    from tests.train.conftest import write_applications_h5
+
+    base = keras.applications.MobileNet(alpha=0.25, include_top=False, weights=None,
+                                        input_shape=(32, 32, 3))
+    rng = np.random.default_rng(0)
+    for weight in base.weights:
+        weight.assign(np.abs(rng.normal(size=weight.shape)).astype("float32"))
+    weights = tmp_path / "mobilenet_2_5_224_tf_no_top.h5"
+    write_applications_h5(base, weights)
+    slim_records(tmp_path / "flowers")
+    out = tmp_path / "train_dir"
+    result = script("train_image_classifier.py", "--model_name=mobilenet_v1_025",
+                    "--batch_size=4", f"--dataset_dir={tmp_path / 'flowers'}",
+                    f"--train_dir={out}", "--num_clones=0", "--max_number_of_steps=2",
+                    "--image_size=32", "--no_export", f"--checkpoint_path={weights}",
+                    "--checkpoint_exclude_scopes=conv_preds", "--trainable_scopes=conv_preds",
+                    "--ignore_missing_vars=True")
+    count = len(base.weights)
+    assert (f"initialized from {weights}: {count} of {count + 2} weights; 2 excluded "
+            "(--init_exclude); frozen: conv1, conv1_bn, conv_dw_1, ...") in result.stdout
+    after = run_weights(out)
+    assert all(np.array_equal(after[w.path], w.numpy()) for w in base.weights)
+    assert read_json(out / "run.json")["init"]["format"] == "legacy .h5"
+
+
+def test_imagenet_main_pretrained_checkpoint_and_fine_tune(tmp_path):
+    """The official ResNet's flags: every weight but the final dense layer's is loaded (the
+    same 1000 classes included), and only that layer trains."""
+    from tfyard.models import create_model
+
+    source = create_model("resnet18", 1000, (32, 32, 3))
+    for weight in source.weights:
+        weight.assign(weight.numpy() + 0.5)
+    weights = tmp_path / "resnet18.weights.h5"
+    source.save_weights(weights)
+    data = tmp_path / "imagenet"
+    write_imagenet(data, {"train": [[1, 2, 3, 4] * 2], "validation": [[1, 2, 3, 4]]})
+    out = tmp_path / "out"
+    result = script("imagenet_main.py", f"--data_dir={data}", f"--model_dir={out}",
+                    "--train-batch-size=8", "--resnet_size=18", "--image_size=32",
+                    f"--pretrained_model_checkpoint_path={weights}", "--fine_tune",
+                    *[flag for flag in SMALL if flag != "--quiet"])
+    count = len(source.weights)
+    assert (f"initialized from {weights}: {count - 2} of {count} weights; head started fresh "
+            "(--init_fresh_head); frozen:") in result.stdout
+    after = run_weights(out)
+    head = [w.path for w in source.weights][-2:]
+    assert all(np.array_equal(after[w.path], w.numpy()) for w in source.weights
+               if w.path not in head)
+    assert not np.array_equal(after[head[0]], source.weights[-2].numpy())

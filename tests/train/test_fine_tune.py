@@ -8,6 +8,8 @@ run in this process on models they build; the training tests run `tfyard train` 
 from __future__ import annotations
 
 import hashlib
+import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -256,3 +258,57 @@ def test_a_refused_source_stops_before_any_step(source_run, two_classes, tmp_pat
         "directory; give a run directory, a checkpoint prefix (out/checkpoints/ckpt-200), a "
         ".keras file, a .weights.h5 file or a Keras .h5 file"]
     assert not (out / "checkpoints").exists() and not (out / "metrics.jsonl").exists()
+
+
+def test_a_resume_keeps_its_checkpoint_and_never_reads_the_source_again(
+        source_run, two_classes, tmp_path):
+    """A fine-tune stopped at step 8 and rerun to 16 ends bit-identical to an unbroken one,
+    with its source gone by then: the run's own checkpoint wins; naming another source warns."""
+    source = tmp_path / "source"
+    shutil.copytree(source_run, source)
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    flags = ["--freeze", "c1,bn1", "--train_steps", "16"]
+    assert fine_tune(source, two_classes, whole, *flags).returncode == 0
+    assert fine_tune(source, two_classes, split, "--freeze", "c1,bn1").returncode == 0
+    shutil.rmtree(source)
+    resumed = fine_tune(source, two_classes, split, *flags)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (f"--init_checkpoint {source} not applied: the run resumes from its own checkpoint"
+            in resumed.stdout)
+    assert "resumed from step 8" in resumed.stdout
+    digest = read_json(whole / "summary.json")["weights_digest"]
+    assert read_json(split / "summary.json")["weights_digest"] == digest
+    assert read_json(split / "run.json")["init"]["source"] == str(source)   # kept from step 0
+    other = fine_tune(source_run, two_classes, split, *flags[:2], "--train_steps", "20")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert (f"tfyard: warning: --init_checkpoint {source_run} differs from the {source} this "
+            "run started from; it resumes from its own checkpoint and applies neither"
+            in other.stderr + other.stdout)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("layout", [["--workers", "2"], ["--chief", "--workers", "1", "--ps",
+                                                           "1"]])
+def test_every_cluster_member_starts_from_the_loaded_weights(
+        source_run, two_classes, tmp_path, layout):
+    """All-reduce workers each load the source (their weights stay identical, so a member
+    that started elsewhere would end elsewhere); the parameter-server chief loads into the ps
+    variables. Either way the frozen layers end bit-equal to the source."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    command = [sys.executable, "-m", "tfyard", "train", "--model", f"{USER_CODE}:build",
+               "--dataset", "imagefolder", "--data_dir", two_classes, *SMALL,
+               "--train_steps", "8", "--output_dir", out, "--work_dir", work,
+               "--init_checkpoint", source_run, "--freeze", "c1,bn1"]
+    result = run_tfyard("launch", "local", *layout, "--", *command, timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert "initialized from" in result.stdout
+    before, after = checkpoint_weights(source_run), checkpoint_weights(out)
+    assert all(np.array_equal(after[p], before[p]) for p in after if p.split("/")[0] in
+               ("c1", "bn1"))
+    assert not np.array_equal(after["c2/kernel"], before["c2/kernel"])
+    if "--ps" not in layout:
+        first, second = (read_json(work / "members" / f"worker-{i}.json") for i in (0, 1))
+        assert first["strategy"] == "multi_worker_mirrored" and first["final_step"] == 8
+        assert first["weights_digest"] == second["weights_digest"]
+    else:
+        assert read_json(out / "summary.json")["strategy"] == "parameter_server"
