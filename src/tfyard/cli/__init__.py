@@ -16,7 +16,7 @@ from tfyard.flags import Parser
 from tfyard.train.console import configure_console
 
 # (module, command) pairs in the order `tfyard --help` lists them.
-COMMAND_MODULES = ("cluster", "train", "launch", "pack", "models", "data", "bench")
+COMMAND_MODULES = ("cluster", "train", "predict", "launch", "pack", "models", "data", "bench")
 
 
 def build_parser() -> Parser:

@@ -2,16 +2,20 @@
 
 Training crops read only the pixels they keep: JPEG goes through the fused
 `decode_and_crop_jpeg`, other formats (PNG) decode fully and slice the same window.
+`eval_image` is the one evaluation view, which `tfyard predict` and the SavedModel's
+image-bytes signature call too.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-# Per-channel statistics on the 0..255 scale, so normalised images are ~N(0, 1).
-IMAGENET_STATS = ((123.68, 116.78, 103.94), (58.40, 57.12, 57.38))
-CIFAR_STATS = ((125.3, 123.0, 113.9), (63.0, 62.1, 66.7))
-MNIST_STATS = ((33.32,), (78.57,))
+from tfyard.data.formats.base import (  # noqa: F401 - the readers' names for them
+    CIFAR_STATS,
+    IMAGENET_STATS,
+    MNIST_STATS,
+    Preprocessing,
+)
 
 
 def normalise(image, stats, dtype: str):
@@ -73,16 +77,68 @@ def inception_crop(encoded, size: int, bbox=None, flip: bool = True, channels: i
     return tf.image.resize(image, [size, size], method="bilinear")
 
 
-def central_crop(encoded, size: int, fraction: float = 0.875, channels: int = 3):
-    """Evaluation view: the central square holding `fraction` of the short side, resized."""
+# The scales 1/r at which libjpeg decodes directly, at a fraction of the full decode's cost.
+JPEG_RATIOS = (1, 2, 4, 8)
 
-    def window_of(shape):
-        side = tf.cast(fraction * tf.cast(tf.minimum(shape[0], shape[1]), tf.float32), tf.int32)
-        side = tf.maximum(side, 1)
-        return tf.stack([(shape[0] - side) // 2, (shape[1] - side) // 2, side, side])
 
-    image = _decode_window(encoded, window_of, channels)
-    return tf.image.resize(image, [size, size], method="bilinear")
+def central_window(height, width, crop: float):
+    """[y, x, side, side] of the central square holding `crop` of the short side."""
+    side = tf.cast(crop * tf.cast(tf.minimum(height, width), tf.float32), tf.int32)
+    side = tf.maximum(side, 1)
+    return tf.stack([(height - side) // 2, (width - side) // 2, side, side])
+
+
+def to_channels(image, channels: int):
+    """Pixels with 1 (grey), 2 (grey, alpha), 3 (RGB) or 4 (RGBA) channels as `channels`."""
+    def colour():
+        return tf.image.rgb_to_grayscale(image[..., :3]) if channels == 1 else image[..., :3]
+
+    def grey():
+        return tf.tile(image[..., :1], [1, 1, channels])
+
+    if image.shape[-1] is not None:   # known when tracing: no branch to build
+        return colour() if image.shape[-1] >= 3 else grey()
+    return tf.cond(tf.shape(image)[-1] >= 3, colour, grey)
+
+
+def _jpeg_window(encoded, view: Preprocessing):
+    """The central window of a JPEG, decoded at the smallest scale (1/2, 1/4, 1/8) that
+    still leaves it `view.size` pixels a side. The image's own size decides the scale, so
+    every caller of `eval_image` decodes it alike; CMYK is converted to RGB by the decoder."""
+    shape = tf.io.extract_jpeg_shape(encoded)
+    windows = [central_window(-(-shape[0] // r), -(-shape[1] // r), view.crop)
+               for r in JPEG_RATIOS]
+    big_enough = tf.stack([window[2] for window in windows]) >= view.size
+    which = tf.maximum(tf.reduce_sum(tf.cast(big_enough, tf.int32)) - 1, 0)
+
+    def decode(index):
+        return lambda: tf.io.decode_and_crop_jpeg(encoded, windows[index], channels=3,
+                                                  ratio=JPEG_RATIOS[index])
+
+    image = tf.switch_case(which, [decode(i) for i in range(len(JPEG_RATIOS))])
+    return to_channels(image, view.channels)
+
+
+def _pixels_window(image, view: Preprocessing):
+    image = to_channels(image, view.channels)
+    shape = tf.shape(image)
+    y, x, side, _ = tf.unstack(central_window(shape[0], shape[1], view.crop))
+    return image[y:y + side, x:x + side]
+
+
+def eval_image(image, view: Preprocessing, dtype: str = "float32"):
+    """THE evaluation view of one image, shared by evaluation, `tfyard predict` and the
+    serving signature so their numbers agree: the central crop, resized to a square of
+    `view.size`, normalised. `image` is encoded bytes (a scalar string: JPEG, PNG, BMP, or
+    GIF's first frame, of any size and colour mode) or decoded pixels [H, W, C]."""
+    if image.dtype == tf.string:
+        window = tf.cond(tf.io.is_jpeg(image), lambda: _jpeg_window(image, view),
+                         lambda: _pixels_window(
+                             tf.io.decode_image(image, expand_animations=False), view))
+    else:
+        window = _pixels_window(image, view)
+    resized = tf.image.resize(window, [view.size, view.size], method="bilinear")
+    return normalise(resized, (view.mean, view.std), dtype)
 
 
 def pad_crop(image, pad: int, flip: bool, seed=None):

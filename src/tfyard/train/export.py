@@ -1,5 +1,8 @@
 """Export the trained model: SavedModel for serving, `model.keras`, and `model.h5`.
 
+The SavedModel serves float images (`serve`) and encoded image bytes (`serving_default`,
+`predict.signature`); the class names travel inside it and in `class_names.txt`.
+
 The export is built from a fresh, strategy-free copy of the model so it never carries
 mirrored or parameter-server variables, and is written to a temporary directory that
 replaces `export/` only when complete.
@@ -15,8 +18,10 @@ import keras
 import tensorflow as tf
 
 from tfyard.errors import UserError, plain_op_error
+from tfyard.predict.signature import serving_endpoints
 
 log = logging.getLogger("tfyard")
+CLASS_NAMES = "class_names.txt"   # beside model.keras: one class name a line, by class id
 
 
 def serving_function(model, objective, input_shape):
@@ -57,6 +62,9 @@ def export_model(model, task, objective, dtype_policy: str | None,
     archive.track(plain)
     serve, spec = serving_function(plain, objective, task.input_shape)
     archive.add_endpoint("serve", serve, input_signature=[spec])
+    for name, function, signature in serving_endpoints(serve, spec, task.class_names,
+                                                       task.preprocessing):
+        archive.add_endpoint(name, function, input_signature=signature)
     try:
         archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
     except (ValueError, TypeError, NotImplementedError) as exc:   # e.g. a model named "_net"
@@ -66,6 +74,8 @@ def export_model(model, task, objective, dtype_policy: str | None,
                         "the checkpoints keep the trained weights: fix the model and rerun "
                         "with the same output dir to export, or pass --no_export") from None
     written["saved_model"] = "saved_model"
+    with tf.io.gfile.GFile(os.path.join(tmp, CLASS_NAMES), "w") as names:  # for model.keras
+        names.write("".join(f"{name}\n" for name in task.class_names))
     for kind, name in (("keras", "model.keras"), ("h5", "model.h5")):
         path = os.path.join(tmp, name)
         try:   # a subclassed model without get_config, or h5's limits: serving still works

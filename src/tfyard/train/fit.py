@@ -13,7 +13,7 @@ from tfyard.train.options import TrainOptions
 
 
 def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
-        **options) -> dict | None:
+        class_names=None, **options) -> dict | None:
     """Train `model` on `data` as this process's role in TF_CONFIG says; the run summary
     (summary.json), or None on a ps or worker server of a parameter-server cluster.
 
@@ -25,6 +25,8 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
         every replica then reads whole.
     eval_data: like `data`, for evaluation; a registry dataset evaluates its validation split.
     num_classes: where no dataset says it (otherwise read from the model's output).
+    class_names: the name of each class id, exported with the model (default: the dataset's
+        names, else the ids); a count other than the model's outputs stops before step 1.
     options: the `tfyard train` options by their Python names (output_dir, train_steps,
         batch_size, seed, jit_compile, dtype, ...).
     """
@@ -47,7 +49,7 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
     configure_console(run_options.quiet)
     drop_python_noise()
     return train(run_options, model=model, data=data if own_data else None,
-                 eval_data=eval_data, num_classes=num_classes)
+                 eval_data=eval_data, num_classes=num_classes, class_names=class_names)
 
 
 def _input(data, what: str):

@@ -40,6 +40,9 @@ class RegistryInput:
         self.num_classes = self.info.num_classes
         self.input_shape = model_input_shape(self.info.image_shape, options.image_size)
         self.train_examples = self.info.num_examples["train"]
+        self.class_names = self.info.class_names
+        self.preprocessing = (self.info.preprocessing.resized(self.input_shape[0])
+                              if self.info.preprocessing else None)
         self.has_eval = True
         self.eval_name = None   # the dataset's own validation split
 
@@ -91,6 +94,8 @@ class FunctionInput:
     """The user's `input_fn(input_context)` (and `eval_fn`), with `name` for run.json."""
 
     seeded = False   # tfyard cannot reorder it; a resume skips what was consumed
+    class_names = None   # the classes are their ids unless the caller names them
+    preprocessing = None   # how its x was made from images is the user's own code
 
     def __init__(self, input_fn, eval_fn=None, name: str = "input_fn",
                  num_classes: int | None = None, strategy=None):

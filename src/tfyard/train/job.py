@@ -41,7 +41,7 @@ def run(argv: list[str] | None = None, prog: str = "tfyard train") -> int:
 
 
 def train(options: TrainOptions, model=None, data=None, eval_data=None,
-          num_classes: int | None = None) -> dict | None:
+          num_classes: int | None = None, class_names=None) -> dict | None:
     """Train as this process's role says; returns the summary (None for servers).
 
     `model`, `data` and `eval_data` replace `options.model` and `options.dataset` with the
@@ -62,7 +62,8 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
         if plan.behaviour == "evaluate":
             from tfyard.train.evaluate import run_sidecar
 
-            task = make_task(options, plat, model, data, eval_data, num_classes)
+            task = make_task(options, plat, model, data, eval_data, num_classes,
+                             class_names=class_names)
             outputs.refuse_other_run(plat.output_dir, **task.identity())
             return run_sidecar(options, plat, task)
         from tfyard.train import preemption
@@ -73,7 +74,8 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
         context = RunContext(options, plat, cluster, plan)
         strategy = start_strategy(context)   # before the task probes the user's input
-        task = make_task(options, plat, model, data, eval_data, num_classes, strategy)
+        task = make_task(options, plat, model, data, eval_data, num_classes, strategy,
+                         class_names)
         outputs.refuse_other_run(plat.output_dir, **task.identity())
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
@@ -185,7 +187,9 @@ def run_record(prepared: Prepared) -> dict:
     resolved (the evaluator side-car reads them rather than guessing)."""
     numbers, context, task = prepared.numbers, prepared.context, prepared.task
     return {**context.options.to_dict(), **context.plat.as_dict(), **task.identity(),
-            "eval_data": task.data.eval_name, "total_steps": numbers.total_steps,
+            "eval_data": task.data.eval_name, "class_names": list(task.class_names),
+            "preprocessing": task.preprocessing and task.preprocessing.to_dict(),
+            "total_steps": numbers.total_steps,
             "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
             "per_replica_batch": numbers.per_replica_batch}
 

@@ -99,10 +99,25 @@ def check_one_input(model, name: str) -> None:
 class Task:
     """A model source trained on an input; see the module docstring."""
 
-    def __init__(self, model, data, num_classes: int | None = None):
+    def __init__(self, model, data, num_classes: int | None = None, class_names=None):
         self.model_source, self.data = model, data
         self.num_classes = data.num_classes or num_classes
         self.input_shape = tuple(data.input_shape)
+        self.given_names = tuple(class_names) if class_names is not None else None
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The name of each class id: given, else the data's, else the id itself."""
+        names = self._named()
+        return tuple(names) if names else tuple(map(str, range(self.num_classes)))
+
+    def _named(self):
+        return self.given_names or self.data.class_names
+
+    @property
+    def preprocessing(self):
+        """The eval view of the input (`data.Preprocessing`); None for a user's input."""
+        return self.data.preprocessing
 
     @property
     def family(self) -> str:
@@ -126,6 +141,10 @@ class Task:
             raise UserError(f"--model {self.model_source.name}: the model outputs {width} "
                             f"values per example but the data has {self.num_classes} classes; "
                             f"end the model with a Dense({self.num_classes}) layer")
+        names = self._named()
+        if names is not None and len(names) != self.num_classes:
+            raise UserError(f"{len(names)} class names for {self.num_classes} classes (the "
+                            f"model's outputs); give one name per class")
         return model
 
     def objective(self, model, label_smoothing: float = 0.0):
@@ -169,11 +188,12 @@ def compiled_loss(model):
 
 
 def make_task(options, plat, model=None, data=None, eval_data=None,
-              num_classes: int | None = None, strategy=None) -> Task:
+              num_classes: int | None = None, strategy=None, class_names=None) -> Task:
     """The task of a run: `model` (a registry name, `MODULE:FUNCTION` or a function; default
     `options.model`) on `data` (a registry name, `MODULE:FUNCTION` or an `input_fn`; default
     `options.dataset`), with `eval_data` like `data` for a user's input. A user's input is
-    probed with the InputContext `strategy` will hand it (default: one replica)."""
+    probed with the InputContext `strategy` will hand it (default: one replica).
+    `class_names` name the classes by id (default: the data's names, else the ids)."""
     from tfyard.train.inputs import FunctionInput, RegistryInput
 
     model = options.model if model is None else model
@@ -190,7 +210,7 @@ def make_task(options, plat, model=None, data=None, eval_data=None,
     else:
         source_data = RegistryInput(options if data == options.dataset
                                     else options.with_updates(dataset=data), plat)
-    return Task(source, source_data, num_classes)
+    return Task(source, source_data, num_classes, class_names)
 
 
 def _function(function, what: str):

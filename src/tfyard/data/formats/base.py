@@ -7,9 +7,46 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 from tfyard.errors import UserError
+
+# Per-channel statistics on the 0..255 scale, so normalised images are ~N(0, 1).
+IMAGENET_STATS = ((123.68, 116.78, 103.94), (58.40, 57.12, 57.38))
+CIFAR_STATS = ((125.3, 123.0, 113.9), (63.0, 62.1, 66.7))
+MNIST_STATS = ((33.32,), (78.57,))
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How evaluation, `tfyard predict` and the serving signature turn an image of any size
+    into the model's input (`preprocess.eval_image`): the central square holding `crop` of
+    the short side, resized to `size`, `channels` (1 or 3) normalised by `mean` and `std`.
+    Plain numbers, so run.json and the SavedModel record it and the three callers agree."""
+
+    size: int
+    channels: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    crop: float = 1.0
+
+    @property
+    def stats(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        return self.mean, self.std
+
+    def resized(self, size: int | None) -> Preprocessing:
+        return self if not size else replace(self, size=size)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> Preprocessing:
+        return cls(int(values["size"]), int(values["channels"]), tuple(values["mean"]),
+                   tuple(values["std"]), float(values["crop"]))
+
+
+IMAGENET_EVAL = Preprocessing(224, 3, *IMAGENET_STATS, crop=0.875)
 
 
 @dataclass(frozen=True)
@@ -18,6 +55,8 @@ class DatasetInfo:
     num_classes: int
     image_shape: tuple[int, int, int]  # (H, W, C) a model should take for this data
     num_examples: dict[str, int]  # {"train": n, "validation": m}
+    preprocessing: Preprocessing | None = None   # the eval view at the data's own size
+    class_names: tuple[str, ...] | None = None   # None: the data names none (ids are names)
 
 
 @dataclass(frozen=True)

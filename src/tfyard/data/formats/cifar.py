@@ -10,10 +10,19 @@ import os
 
 import numpy as np
 
-from tfyard.data.formats.base import DatasetInfo, Record, check_label, find_files, require_dir
+from tfyard.data.formats.base import (
+    CIFAR_STATS,
+    DatasetInfo,
+    Preprocessing,
+    Record,
+    check_label,
+    find_files,
+    require_dir,
+)
 from tfyard.errors import UserError
 
 PIXELS = 32 * 32 * 3
+EVAL = Preprocessing(32, 3, *CIFAR_STATS)
 _LAYOUT = {  # name -> (label bytes, classes, sub-folder, {split: patterns}, names file)
     "cifar10": (1, 10, "cifar-10-batches-bin",
                 {"train": ["data_batch_[1-5].bin"], "validation": ["test_batch.bin"]},
@@ -77,7 +86,8 @@ def info(name, data_dir, cache_dir=None, **_):
     counts = {split: sum(os.path.getsize(f) // (label_bytes + PIXELS)
                          for f in files(name, data_dir, split))
               for split in ("train", "validation")}
-    return DatasetInfo(name, classes, (32, 32, 3), counts)
+    return DatasetInfo(name, classes, (32, 32, 3), counts, EVAL,
+                       tuple(class_names(name, data_dir)))
 
 
 def build(name, data_dir, spec):
@@ -90,15 +100,17 @@ def build(name, data_dir, spec):
 
     label_bytes, classes = _LAYOUT[name][:2]
     paths = files(name, data_dir, spec.split)
+    view = EVAL.resized(spec.image_size)
 
     def decode(record, seed=None):
         raw = tf.io.decode_raw(record, tf.uint8)
         label = checked_label(raw[label_bytes - 1], classes, 0)
         image = tf.transpose(tf.reshape(raw[label_bytes:], [3, 32, 32]), [1, 2, 0])
-        if spec.training:
-            image = pp.pad_crop(image, 4, flip=True, seed=seed)
+        if not spec.training:
+            return pp.eval_image(image, view, spec.dtype), label
+        image = pp.pad_crop(image, 4, flip=True, seed=seed)
         image = pp.resize(tf.cast(image, tf.float32), spec.image_size)
-        return pp.normalise(image, pp.CIFAR_STATS, spec.dtype), label
+        return pp.normalise(image, view.stats, spec.dtype), label
 
     def open_file(path):
         return tf.data.FixedLengthRecordDataset(path, label_bytes + PIXELS)

@@ -13,12 +13,13 @@ import shutil
 import tempfile
 
 import tfyard.data.formats.tfrecord as tfrecord
-from tfyard.data.formats.base import DatasetInfo
+from tfyard.data.formats.base import DatasetInfo, Preprocessing
 from tfyard.data.formats.framing import record_counts
 
 SIZE = 32
 VALIDATION = 300
 STATS = ((78.64,) * 3, (88.93,) * 3)  # of the upscaled training pixels, 0..255 scale
+EVAL = Preprocessing(SIZE, 3, *STATS)
 
 
 def default_cache() -> str:
@@ -63,7 +64,8 @@ def info(name, data_dir=None, cache_dir=None, **_):
     root = materialise(cache_dir)
     counts = {split: sum(record_counts(tfrecord.shards("tfrecord", root, split), cache_dir))
               for split in ("train", "validation")}
-    return DatasetInfo(name, 10, (SIZE, SIZE, 3), counts)
+    return DatasetInfo(name, 10, (SIZE, SIZE, 3), counts, EVAL,
+                       tuple(tfrecord.class_names(root, 10, 0)))
 
 
 def build(name, data_dir, spec):
@@ -72,11 +74,13 @@ def build(name, data_dir, spec):
     import tfyard.data.preprocess as pp
 
     root = materialise(spec.cache_dir)
+    evaluation = EVAL.resized(spec.image_size)
 
     def view(augment, encoded, _, seed=None):
         image = tf.ensure_shape(tf.io.decode_png(encoded, channels=3), [SIZE, SIZE, 3])
-        if augment:
-            image = pp.pad_crop(image, 2, flip=False, seed=seed)
+        if not augment:
+            return pp.eval_image(image, evaluation, spec.dtype)
+        image = pp.pad_crop(image, 2, flip=False, seed=seed)
         image = pp.resize(tf.cast(image, tf.float32), spec.image_size)
         return pp.normalise(image, STATS, spec.dtype)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 
-from tfyard.data.formats.base import DatasetInfo, Record, require_dir
+from tfyard.data.formats.base import IMAGENET_EVAL, DatasetInfo, Record, require_dir
 from tfyard.errors import UserError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -84,7 +84,8 @@ def info(name, data_dir, cache_dir=None, **_):
     classes, train = listing(data_dir, "train")
     validation = len(listing(data_dir, "validation")[1])
     return DatasetInfo(name, len(classes), (224, 224, 3),
-                       {"train": len(train), "validation": validation})
+                       {"train": len(train), "validation": validation}, IMAGENET_EVAL,
+                       tuple(classes))
 
 
 def build(name, data_dir, spec):
@@ -95,14 +96,15 @@ def build(name, data_dir, spec):
     from tfyard.data.pipeline import addressed, assemble
 
     _, files = listing(data_dir, spec.split)
-    size = spec.image_size or 224
+    view = IMAGENET_EVAL.resized(spec.image_size)
     paths, labels = zip(*files, strict=True)
 
     def decode(path, label, seed=None):
         encoded = tf.io.read_file(path)
-        image = (pp.inception_crop(encoded, size, seed=seed) if spec.training
-                 else pp.central_crop(encoded, size))
-        return pp.normalise(image, pp.IMAGENET_STATS, spec.dtype), tf.cast(label, tf.int32)
+        image = (pp.normalise(pp.inception_crop(encoded, view.size, seed=seed),
+                              view.stats, spec.dtype) if spec.training
+                 else pp.eval_image(encoded, view, spec.dtype))
+        return image, tf.cast(label, tf.int32)
 
     source = tf.data.Dataset.from_tensor_slices(([os.fsencode(p) for p in paths], list(labels)))
     if spec.deterministic:

@@ -11,12 +11,20 @@ import zipfile
 
 import numpy as np
 
-from tfyard.data.formats.base import DatasetInfo, Record, check_label, require_dir
+from tfyard.data.formats.base import (
+    MNIST_STATS,
+    DatasetInfo,
+    Preprocessing,
+    Record,
+    check_label,
+    require_dir,
+)
 from tfyard.errors import UserError
 
 _IDX = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
         "validation": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
 _NPZ = {"train": ("x_train", "y_train"), "validation": ("x_test", "y_test")}
+EVAL = Preprocessing(28, 1, *MNIST_STATS)
 
 
 def read_idx(path: str, dims: int) -> np.ndarray:
@@ -75,7 +83,7 @@ def load(data_dir: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 def info(name, data_dir, cache_dir=None, **_):
     counts = {split: len(load(data_dir, split)[1]) for split in _NPZ}
-    return DatasetInfo(name, 10, (28, 28, 1), counts)
+    return DatasetInfo(name, 10, (28, 28, 1), counts, EVAL, tuple(map(str, range(10))))
 
 
 def build(name, data_dir, spec):
@@ -86,10 +94,10 @@ def build(name, data_dir, spec):
     from tfyard.data.pipeline import addressed, assemble
 
     images, labels = load(data_dir, spec.split)
+    view = EVAL.resized(spec.image_size)
 
-    def decode(image, label, seed=None):  # no augmentation: `seed` is not needed
-        image = pp.resize(tf.cast(image[..., tf.newaxis], tf.float32), spec.image_size)
-        return pp.normalise(image, pp.MNIST_STATS, spec.dtype), tf.cast(label, tf.int32)
+    def decode(image, label, seed=None):  # no augmentation: training sees the eval view
+        return pp.eval_image(image[..., tf.newaxis], view, spec.dtype), tf.cast(label, tf.int32)
 
     source = tf.data.Dataset.from_tensor_slices((images, labels))
     if spec.deterministic:

@@ -7,7 +7,9 @@ training examples), so a model is benched on the input its family trains on.
 
 from __future__ import annotations
 
-from tfyard.data.formats.base import DatasetInfo
+import tfyard.data.formats.cifar as cifar
+import tfyard.data.formats.mnist as mnist
+from tfyard.data.formats.base import IMAGENET_EVAL, DatasetInfo
 from tfyard.data.formats.tfrecord import IMAGENET_COUNTS
 from tfyard.errors import UserError
 
@@ -21,6 +23,9 @@ SHAPES = {
     "mnist": (28, 1, 10, 60_000),
 }
 POOL = 32  # distinct images of a seeded run
+# How real images are prepared for a model trained here: as for the data it stands in for.
+EVAL = {"imagenet": IMAGENET_EVAL, "cifar10": cifar.EVAL, "cifar100": cifar.EVAL,
+        "mnist": mnist.EVAL}
 
 
 def twin(dataset: str) -> str:
@@ -31,8 +36,12 @@ def twin(dataset: str) -> str:
     return "synthetic" if dataset == "imagenet" else f"synthetic_{dataset}"
 
 
+def _twin_of(name: str) -> str:
+    return "imagenet" if name == "synthetic" else name.removeprefix("synthetic_")
+
+
 def _shape(name: str):
-    return SHAPES["imagenet" if name == "synthetic" else name.removeprefix("synthetic_")]
+    return SHAPES[_twin_of(name)]
 
 
 def _counts(train: int) -> dict[str, int]:
@@ -43,7 +52,8 @@ def info(name, data_dir=None, cache_dir=None, image_size=None, num_examples=None
     side, channels, classes, train = _shape(name)
     size = image_size or side
     counts = {s: num_examples or n for s, n in _counts(train).items()}
-    return DatasetInfo(name, classes, (size, size, channels), counts)
+    return DatasetInfo(name, classes, (size, size, channels), counts,
+                       EVAL[_twin_of(name)].resized(size))
 
 
 def build(name, data_dir, spec):

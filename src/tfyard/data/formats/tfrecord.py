@@ -10,7 +10,14 @@ from __future__ import annotations
 import os
 import re
 
-from tfyard.data.formats.base import DatasetInfo, Record, check_label, find_files, require_dir
+from tfyard.data.formats.base import (
+    IMAGENET_EVAL,
+    DatasetInfo,
+    Record,
+    check_label,
+    find_files,
+    require_dir,
+)
 from tfyard.data.formats.framing import CHECKSUM, log, record_counts, walk
 from tfyard.errors import UserError, plain_op_error
 
@@ -59,14 +66,24 @@ def classes(name: str, data_dir: str, label_offset: int | None) -> tuple[int, in
             default_offset if label_offset is None else label_offset)
 
 
+def class_names(data_dir: str, num_classes: int, offset: int) -> tuple[str, ...] | None:
+    """The name of each 0-based class from labels.txt (stored label = class - offset); a
+    class it does not name is called by its id. None without labels.txt."""
+    labels = read_labels(data_dir)
+    if labels is None:
+        return None
+    return tuple(labels.get(k - offset, str(k)) for k in range(num_classes))
+
+
 def info(name, data_dir, cache_dir=None, label_offset=None, **_):
-    num_classes, _ = classes(name, require_dir(name, data_dir), label_offset)
+    num_classes, offset = classes(name, require_dir(name, data_dir), label_offset)
     counts = {}
     for split in ("train", "validation"):
         files = shards(name, data_dir, split)
         counts[split] = sum(record_counts(files, cache_dir))
         check_names(name, split, files, counts[split])
-    return DatasetInfo(name, num_classes, (224, 224, 3), counts)
+    return DatasetInfo(name, num_classes, (224, 224, 3), counts, IMAGENET_EVAL,
+                       class_names(data_dir, num_classes, offset))
 
 
 def check_names(name: str, split: str, files: list[str], found: int) -> None:
@@ -145,14 +162,14 @@ def build(name, data_dir, spec):
 
     files = shards(name, data_dir, spec.split)
     num_classes, offset = classes(name, data_dir, spec.label_offset)
-    size = spec.image_size or 224
+    view = IMAGENET_EVAL.resized(spec.image_size)
 
     def train_view(encoded, boxes, seed=None):
-        return pp.normalise(pp.inception_crop(encoded, size, boxes, seed=seed),
-                            pp.IMAGENET_STATS, spec.dtype)
+        return pp.normalise(pp.inception_crop(encoded, view.size, boxes, seed=seed),
+                            view.stats, spec.dtype)
 
     def eval_view(encoded, _, seed=None):
-        return pp.normalise(pp.central_crop(encoded, size), pp.IMAGENET_STATS, spec.dtype)
+        return pp.eval_image(encoded, view, spec.dtype)
 
     return read(files, num_classes, offset, spec, train_view, eval_view, spec.cache_dir)
 

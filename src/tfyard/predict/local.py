@@ -1,0 +1,150 @@
+"""Prediction on this machine: files, folders and globs (or images in memory) -> rows.
+
+`predict_files` is `tfyard predict`: everything that can be checked (the run, the inputs,
+the output) is checked before TensorFlow loads; then the rows stream from the `Predictor`
+into the table as they come, with a progress display on a terminal. `predict_rows` is
+`tfyard.predict` in Python: the same rows as dicts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+from tfyard.predict import inputs as listing
+from tfyard.predict.writers import format_of, table
+
+ON_ERROR = ("skip", "fail")
+
+
+@dataclass
+class Outcome:
+    """What a predict did, for its final line."""
+
+    predicted: int = 0
+    unreadable: int = 0
+    first_problem: str | None = None
+    seconds: float = 0.0
+
+    def line(self, output: str | None) -> str:
+        rate = f" ({self.predicted / self.seconds:.0f} files/s)" if self.seconds else ""
+        text = f"tfyard: predicted {self.predicted} file(s) in {self.seconds:.1f}s{rate}"
+        if self.unreadable:
+            text += f", {self.unreadable} unreadable (first: {self.first_problem})"
+        return text + (f"; wrote {output}" if output else "")
+
+
+def _problem(row: dict) -> str:
+    return f"{row['path'] if row['path'] is not None else 'an image'}: {row['error']}"
+
+
+def _check_on_error(on_error: str) -> None:
+    if on_error not in ON_ERROR:
+        raise UserError(f"unknown --on_error {on_error!r}; use skip or fail")
+
+
+def _counted(rows, outcome: Outcome, on_error: str):
+    """The rows, counted; with `on_error="fail"` the first unreadable image stops it all."""
+    start = time.monotonic()
+    for row in rows:
+        if row["error"]:
+            if on_error == "fail":
+                raise UserError(f"{_problem(row)}; nothing was written (--on_error skip "
+                                "gives it a row with the error and goes on)")
+            outcome.unreadable += 1
+            outcome.first_problem = outcome.first_problem or _problem(row)
+        else:
+            outcome.predicted += 1
+        outcome.seconds = time.monotonic() - start
+        yield row
+
+
+def predict_files(run: str, inputs: list[str], output: str | None = None,
+                  fmt: str | None = None, top_k: int = 5, batch_size: int = 32,
+                  on_error: str = "skip") -> Outcome:
+    """Predict every image of `inputs` with `run`'s model into a csv, jsonl or parquet table
+    at `output` (stdout when None); see the module docstring."""
+    from tfyard.predict.predictor import COLUMNS, Predictor, locate
+
+    saved_model = locate(run)
+    inputs = listing.check(inputs)
+    fmt = format_of(output, fmt)
+    _check_on_error(on_error)
+    predictor = Predictor(saved_model, top_k, batch_size)
+    outcome = Outcome()
+    files = listing.image_files(inputs)
+    rows = _counted(predictor.rows((path, path) for path in files), outcome, on_error)
+    with _progress(inputs) as advance, table(output, fmt, COLUMNS) as writer:
+        for row in rows:
+            writer.write(row)
+            advance()
+    return outcome
+
+
+def predict_rows(run: str, inputs, top_k: int = 5, batch_size: int = 32,
+                 on_error: str = "skip") -> list[dict]:
+    """`tfyard.predict`: one dict per image (see `predictor.COLUMNS`), in input order.
+    `inputs` is a path, a glob, or a list of paths, globs and encoded images (bytes); the
+    row of an image given as bytes has `path` None."""
+    from tfyard.predict.predictor import Predictor, locate
+
+    saved_model = locate(os.fspath(run))
+    entries = [inputs] if isinstance(inputs, str | os.PathLike | bytes) else list(inputs)
+    paths = [e for e in entries if not isinstance(e, bytes | bytearray)]
+    if paths or not entries:
+        listing.check(paths)
+    _check_on_error(on_error)
+
+    def items():
+        for entry in entries:
+            if isinstance(entry, bytes | bytearray):
+                yield None, bytes(entry)
+            else:
+                yield from ((path, path) for path in listing.image_files([entry]))
+
+    predictor = Predictor(saved_model, top_k, batch_size)
+    return list(_counted(predictor.rows(items()), Outcome(), on_error))
+
+
+class _progress:
+    """files/sec and ETA on stderr when it is a terminal (the table may be on stdout): a
+    `rich` bar as training shows its epochs; nothing off a terminal."""
+
+    def __init__(self, inputs: list[str]):
+        self.inputs, self.display = inputs, None
+
+    def __enter__(self):
+        if not sys.stderr.isatty():
+            return lambda: None
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        total = sum(1 for _ in listing.image_files(self.inputs))
+        self.display = Progress(
+            TextColumn("predict"), BarColumn(bar_width=24), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn(), console=Console(file=sys.stderr), refresh_per_second=4)
+        task = self.display.add_task("", total=total, rate="")
+        self.display.start()
+        start = time.monotonic()
+
+        def advance():
+            done = self.display.tasks[0].completed + 1
+            rate = done / max(time.monotonic() - start, 1e-9)
+            self.display.update(task, completed=done, rate=f"{rate:.0f} files/s")
+
+        return advance
+
+    def __exit__(self, *_):
+        if self.display is not None:
+            self.display.stop()

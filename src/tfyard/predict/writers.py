@@ -1,0 +1,151 @@
+"""The rows as a table, written as they come: csv, jsonl or parquet, to stdout or a file that
+appears only when complete.
+
+A file is written unnamed (`O_TMPFILE`) in its destination's directory and given its name
+(link, then rename over it) only at the end, so a predict that fails or is killed, SIGKILL
+included, leaves no file, not even a temporary one. Where the file system has no unnamed
+files, a hidden `.NAME.tmp-PID` beside it takes the part (removed on an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import sys
+
+from tfyard.errors import UserError
+
+FORMATS = ("csv", "jsonl", "parquet")
+LIST_COLUMNS = ("top_ids", "top_names", "top_scores")
+PARQUET_ROWS = 1024   # per row group: memory stays flat however many rows
+
+
+def format_of(output: str | None, fmt: str | None) -> str:
+    """The table format: as given, else by the output file's extension, else csv."""
+    if fmt is None:
+        extension = os.path.splitext(output or "")[1].lstrip(".").lower()
+        fmt = {"json": "jsonl", "pq": "parquet"}.get(extension, extension)
+        fmt = fmt if fmt in FORMATS else "csv"
+    if fmt not in FORMATS:
+        raise UserError(f"unknown --format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        if output is None:
+            raise UserError("--format parquet needs --output FILE (parquet is not streamed "
+                            "to standard output)")
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise UserError("--format parquet needs pyarrow: pip install 'tfyard[parquet]' "
+                            "(or use --format csv or jsonl)") from None
+    if output is not None and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise UserError(f"the directory of --output {output} does not exist; create it first")
+    return fmt
+
+
+class _Csv:
+    def __init__(self, stream, columns):
+        self.writer = csv.DictWriter(stream, columns)
+        self.writer.writeheader()
+
+    def write(self, row: dict) -> None:
+        self.writer.writerow({k: json.dumps(v) if k in LIST_COLUMNS else
+                              ("" if v is None else v) for k, v in row.items()})
+
+    def close(self) -> None:
+        pass
+
+
+class _Jsonl:
+    def __init__(self, stream, columns):
+        self.stream = stream
+
+    def write(self, row: dict) -> None:
+        self.stream.write(json.dumps(row) + "\n")
+
+    def close(self) -> None:
+        pass
+
+
+class _Parquet:
+    def __init__(self, stream, columns):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        strings, floats = pa.list_(pa.string()), pa.list_(pa.float32())
+        types = {"path": pa.string(), "class_id": pa.int64(), "class_name": pa.string(),
+                 "score": pa.float32(), "top_ids": pa.list_(pa.int64()), "top_names": strings,
+                 "top_scores": floats, "error": pa.string()}
+        self.schema = pa.schema([(name, types[name]) for name in columns])
+        self.writer = pq.ParquetWriter(stream, self.schema)
+        self.rows: list[dict] = []
+
+    def write(self, row: dict) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= PARQUET_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.rows:
+            self.writer.write_table(pa.Table.from_pylist(self.rows, self.schema))
+            self.rows = []
+
+    def close(self) -> None:
+        self._flush()
+        self.writer.close()
+
+
+WRITERS = {"csv": _Csv, "jsonl": _Jsonl, "parquet": _Parquet}
+
+
+@contextlib.contextmanager
+def table(output: str | None, fmt: str, columns):
+    """A writer (`write(row)`) of `fmt` to `output`, or to stdout when None; the file gets
+    its name only if the block ends without an error."""
+    if output is None:
+        writer = WRITERS[fmt](sys.stdout, columns)
+        yield writer
+        writer.close()
+        sys.stdout.flush()
+        return
+    with _unnamed_file(output, binary=fmt == "parquet") as stream:
+        writer = WRITERS[fmt](stream, columns)
+        yield writer
+        writer.close()
+
+
+@contextlib.contextmanager
+def _unnamed_file(path: str, binary: bool):
+    directory, name = os.path.split(os.path.abspath(path))
+    temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    try:
+        descriptor, named = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o666), False
+    except (AttributeError, OSError):   # no O_TMPFILE here (macOS, some network file systems)
+        descriptor, named = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666), True
+    try:
+        with os.fdopen(descriptor, "wb" if binary else "w", newline=None if binary else "",
+                       **({} if binary else {"encoding": "utf-8"})) as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+            if not named:
+                _name(stream.fileno(), directory, os.path.basename(temporary))
+                named = True
+        os.replace(temporary, path)
+    except BaseException:
+        if named and os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def _name(descriptor: int, directory: str, name: str) -> None:
+    """Give the unnamed file `descriptor` the name `name` in `directory` (linkat through
+    /proc with AT_SYMLINK_FOLLOW, which os.link uses only when given a directory fd)."""
+    folder = os.open(directory, os.O_RDONLY)
+    try:
+        os.link(f"/proc/self/fd/{descriptor}", name, dst_dir_fd=folder)
+    finally:
+        os.close(folder)

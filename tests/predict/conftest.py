@@ -1,0 +1,51 @@
+"""One tiny trained run for every prediction test: ResNet-8 at 16 px on an image folder of
+128x96 JPEGs (so the JPEG decode at 1/4 scale is exercised), trained in-process once."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+COLOURS = {"blue": (30, 30, 200), "green": (30, 200, 30), "red": (200, 30, 30)}
+SIZE = (128, 96)   # width, height
+
+
+def photo(label: str, seed: int, size=SIZE) -> Image.Image:
+    """A noisy image of the class's colour."""
+    rng = np.random.RandomState(seed)
+    pixels = np.array(COLOURS[label]) + rng.randint(-60, 60, (size[1], size[0], 3))
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+def encoded(image: Image.Image, fmt: str = "JPEG", **options) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format=fmt, **options)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="session")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("photos")
+    for split, count in (("train", 12), ("validation", 8)):
+        for number, label in enumerate(COLOURS):
+            os.makedirs(root / split / label)
+            for i in range(count):
+                photo(label, 1000 * number + 100 * (split == "train") + i).save(
+                    root / split / label / f"{i}.jpg", quality=90)
+    return root
+
+
+@pytest.fixture(scope="session")
+def run(folder, tmp_path_factory) -> Path:
+    import tfyard
+
+    output = tmp_path_factory.mktemp("run")
+    tfyard.fit("cifar_resnet8", "imagefolder", data_dir=str(folder), output_dir=str(output),
+               image_size=16, batch_size=8, train_steps=6, steps_per_loop=3, seed=1,
+               num_gpus="0", jit_compile=False, quiet=True)
+    return output
