@@ -1,6 +1,7 @@
 """README's "Train your own Keras model" as written: its `nets/mine.py`, its `tfyard train`
 command line and its `tfyard.fit` call, run in a fresh directory with CIFAR-10 binary files
-and an input function written here (the README leaves those to the user)."""
+and an input function written here (the README leaves those to the user); and its
+"Fine-tune" recipe, both stages and the `tfyard.fit` form."""
 
 from __future__ import annotations
 
@@ -67,3 +68,47 @@ def test_the_readme_user_model_example_runs_as_written(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-4:] == ["1000", "input_fn", "['accuracy',", "'loss']"]
     assert read_json(tmp_path / "out_fit" / "summary.json")["final_step"] == 1000
+
+
+FINE_TUNE = README.split("## Fine-tune: start from trained weights", 1)[1].split("\n## ", 1)[0]
+SMALL_RUN = ["--image_size", "32", "--batch_size", "8", "--train_steps", "2", "--no_export"]
+
+
+def test_the_readme_fine_tune_recipe_runs_as_written(tmp_path):
+    """Both stages and the `tfyard.fit` form, with the ImageNet file written here in Keras
+    Applications' layout (no top) and a small photo folder; each run made small by the
+    flags appended to it."""
+    import keras
+
+    from tests.data.helpers import write_folder
+    from tests.train.conftest import write_applications_h5
+
+    fine_tune = re.findall(r"```(\w+)\n(.*?)```", FINE_TUNE, flags=re.S)
+    shell, = [text for lang, text in fine_tune if lang == "sh"]
+    stage1, stage2 = [command for command in commands(shell) if command]
+    weights = stage1[stage1.index("--init_checkpoint") + 1]
+    base = keras.applications.MobileNetV2(include_top=False, weights=None,
+                                          input_shape=(32, 32, 3))
+    write_applications_h5(base, tmp_path / weights)
+    write_folder(tmp_path / "photos", {"cat": 8, "dog": 8})
+    lines = []
+    for command in (stage1, stage2):
+        result = subprocess.run([sys.executable, "-m", "tfyard", *command[1:], *SMALL_RUN],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        lines += [line for line in result.stdout.splitlines() if "initialized from" in line]
+    count = len(base.weights)
+    assert lines[0].startswith(f"tfyard: initialized from {weights}: {count} of {count + 2} "
+                               "weights; head started fresh (not in the source); frozen: ")
+    assert lines[1] == f"tfyard: initialized from stage1: {count + 2} of {count + 2} weights"
+    assert read_json(tmp_path / "stage2" / "run.json")["init"]["head"] == "loaded"
+
+    call, = [text for lang, text in fine_tune if lang == "python"]
+    call = call.replace("epochs=5,", "epochs=5, image_size=32, batch_size=8, train_steps=2, "
+                                     "export=False,")
+    result = subprocess.run([sys.executable, "-c", call], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = read_json(tmp_path / "mine" / "run.json")["init"]
+    assert record["loaded"] == count and record["head"] == "fresh (not in the source)"
+    assert len(record["frozen_layers"]) == len({w.path.split("/")[0] for w in base.weights})
