@@ -312,3 +312,28 @@ def test_every_cluster_member_starts_from_the_loaded_weights(
         assert first["weights_digest"] == second["weights_digest"]
     else:
         assert read_json(out / "summary.json")["strategy"] == "parameter_server"
+
+
+def test_unnamed_layers_match_though_keras_numbered_them_on(tmp_path):
+    """Keras names a model's unnamed layers after those built before it in the process
+    (`conv2d_2` ...): layers named alike are paired in order, so a model built later still
+    loads a legacy .h5 or a checkpoint written from an earlier one."""
+    import keras
+
+    def unnamed(classes):
+        inputs = keras.Input(SHAPE)
+        x = keras.layers.BatchNormalization()(keras.layers.Conv2D(4, 3)(inputs))
+        x = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(4, 3)(x))
+        return keras.Model(inputs, keras.layers.Dense(classes)(x))
+
+    source = unnamed(10)
+    for weight in source.weights:
+        weight.assign(weight.numpy() + 1.0)
+    source.save(tmp_path / "full.h5")
+    tf.train.Checkpoint(model=source).save(tmp_path / "ckpts" / "ckpt")
+    for path in (tmp_path / "full.h5", tmp_path / "ckpts"):
+        model = unnamed(3)
+        assert model.weights[0].path != source.weights[0].path   # numbered on
+        _, line = initialize(model, path)
+        assert line.endswith("8 of 10 weights; head started fresh (10 -> 3 classes)")
+        assert equal_weights(source, model) == [True] * 8 + [False] * 2

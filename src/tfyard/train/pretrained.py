@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -142,28 +143,54 @@ def match_weights(model, source: Source, head, excluded: set[int],
 
 
 def source_keys(model, source: Source) -> dict[int, str]:
-    """id(weight of `model`) -> the key of the source's weight for it."""
+    """id(weight of `model`) -> the key of the source's weight for it. Named sources match
+    by each naming in turn, each looser than the last, where it names one weight on each
+    side: the whole path, `layer/weight`, then `layer#rank/weight` (layers named alike,
+    Keras's `dense`, `dense_1` ..., paired in order: a model built after others in one
+    process numbers its unnamed layers on from theirs)."""
     if source.positional:
         return {id(weight): position for position, weight in compat.weight_positions(model).items()
                 if position in source.shapes}
-    keys = {id(w): w.path for w in model.weights if w.path in source.shapes}
-    theirs, ours = _unique_tails(source.shapes), _unique_tails(w.path for w in model.weights)
-    for weight in model.weights:
-        tail = _tail(weight.path)
-        if id(weight) not in keys and tail in ours and tail in theirs:
-            keys[id(weight)] = theirs[tail]
+    by_path = {w.path: w for w in model.weights}
+    keys: dict[int, str] = {}
+    for naming in (_whole, _tail, _ranked):
+        theirs, ours = _unique(naming(list(source.shapes))), _unique(naming(list(by_path)))
+        taken = set(keys.values())
+        for name, path in ours.items():
+            weight = by_path[path]
+            if id(weight) not in keys and theirs.get(name) not in (None, *taken):
+                keys[id(weight)] = theirs[name]
     return keys
 
 
-def _tail(path: str) -> str:
-    return "/".join(path.split("/")[-2:])
+def _whole(paths: list[str]) -> list[tuple[str, str]]:
+    return [(path, path) for path in paths]
 
 
-def _unique_tails(paths) -> dict[str, str]:
-    """`layer/weight` -> the full path, for the tails only one path has."""
-    paths = list(paths)
-    counts = Counter(_tail(p) for p in paths)
-    return {_tail(p): p for p in paths if counts[_tail(p)] == 1}
+def _tail(paths: list[str]) -> list[tuple[str, str]]:
+    return [("/".join(path.split("/")[-2:]), path) for path in paths]
+
+
+def _ranked(paths: list[str]) -> list[tuple[str, str]]:
+    """(`dense#1/kernel`, path): a layer's name without Keras's `_N` suffix, and its rank
+    among the layers so named, in the order given."""
+    alike: Counter = Counter()
+    ranks: dict[str, int] = {}
+    named = []
+    for path in paths:
+        *_, layer, weight = ["", *path.split("/")]
+        base = re.sub(r"_\d+$", "", layer)
+        if layer not in ranks:
+            ranks[layer], alike[base] = alike[base], alike[base] + 1
+        rank = ranks[layer]
+        named.append((f"{base}#{rank}/{weight}", path))
+    return named
+
+
+def _unique(named: list[tuple[str, str]]) -> dict[str, str]:
+    """name -> path, for the names only one path has."""
+    counts = Counter(name for name, _ in named)
+    return {name: path for name, path in named if counts[name] == 1}
 
 
 def refuse_misfit(model, source: Source, match: Match, allow_missing: bool) -> None:

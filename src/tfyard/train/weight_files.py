@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -130,7 +131,12 @@ def _model_variables(reader) -> dict[str, str]:
             if child.node_id not in seen:
                 seen.add(child.node_id)
                 todo.append(child.node_id)
-    return found
+    return dict(sorted(found.items(), key=lambda item: _natural(item[1])))
+
+
+def _natural(key: str) -> list:
+    """`_operations/2` before `_operations/10`: the model's own order of layers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key)]
 
 
 @contextlib.contextmanager
