@@ -133,8 +133,24 @@ def test_onednn_enabled_follows_tensorflows_switch():
     assert forced.stdout.split()[-1] == "True"
 
 
+def test_weight_positions_are_the_keys_of_keras_own_weight_files(tmp_path):
+    """Every weight of a nested model, under the path Keras's own `.weights.h5` stores it."""
+    import h5py
+
+    inner = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)], name="inner")
+    images = keras.Input((3,))
+    normalized = keras.layers.BatchNormalization()(keras.layers.Dense(3)(images))
+    model = keras.Model(images, inner(normalized))
+    positions = compat.weight_positions(model)
+    model.save_weights(tmp_path / "m.weights.h5")
+    with h5py.File(tmp_path / "m.weights.h5") as handle:
+        for position, weight in positions.items():
+            assert np.array_equal(handle[position][()], weight.numpy()), position
+    assert sorted(map(id, positions.values())) == sorted(map(id, model.weights))
+
+
 def test_every_shim_names_the_version_it_was_checked_against():
     shims = [f for name, f in inspect.getmembers(compat, inspect.isfunction)
              if f.__module__ == compat.__name__]
-    assert len(shims) == 7
+    assert len(shims) == 8
     assert all("Checked against" in " ".join(f.__doc__.split()) for f in shims)

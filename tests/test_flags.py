@@ -31,3 +31,12 @@ def test_rename_flags_rewrites_names_in_both_value_forms():
     renames = {"--train_dir": "--output_dir"}
     assert rename_flags(["--train_dir=/o", "--train_dir", "/p", "--train_dirx=1"], renames) == \
         ["--output_dir=/o", "--output_dir", "/p", "--train_dirx=1"]
+
+
+def test_absl_booleans_become_switches():
+    from tfyard.flags import absl_booleans
+
+    names = ("--fine_tune",)
+    assert absl_booleans(["--fine_tune=True", "--x=1"], names) == ["--fine_tune", "--x=1"]
+    assert absl_booleans(["--fine_tune=false", "--y"], names) == ["--y"]
+    assert absl_booleans(["--nofine_tune", "--fine_tune"], names) == ["--fine_tune"]
