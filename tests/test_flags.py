@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfyard.flags import Parser, join_dash_values, rename_flags
+from tfyard.flags import Parser, absl_booleans, join_dash_values, rename_flags
 
 
 def test_a_usage_error_is_one_line_and_exit_status_2(capsys):
@@ -34,8 +34,6 @@ def test_rename_flags_rewrites_names_in_both_value_forms():
 
 
 def test_absl_booleans_become_switches():
-    from tfyard.flags import absl_booleans
-
     names = ("--fine_tune",)
     assert absl_booleans(["--fine_tune=True", "--x=1"], names) == ["--fine_tune", "--x=1"]
     assert absl_booleans(["--fine_tune=false", "--y"], names) == ["--y"]
