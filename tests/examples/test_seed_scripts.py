@@ -94,24 +94,6 @@ def test_mnist_dist_with_tf1_flags_runs_as_a_cluster_member(tmp_path):
     assert (out / "mnist.h5").exists() is False      # --no_export: nothing to copy
 
 
-@pytest.mark.parametrize("model", ["vgg_19"])
-def test_train_image_classifier_slim_flags(tmp_path, model):
-    data = tmp_path / "flowers"
-    data.mkdir()
-    pixels = [np.full((32, 32, 3), 40 * c, np.uint8) for c in range(3)]
-    write_records(data / "flowers_train_00000-of-00001.tfrecord",
-                  [tf_example(image_bytes(pixels[i % 3]), i % 3) for i in range(24)])
-    write_records(data / "flowers_validation_00000-of-00001.tfrecord",
-                  [tf_example(image_bytes(pixels[i % 3]), i % 3) for i in range(6)])
-    (data / "labels.txt").write_text("0:daisy\n1:rose\n2:tulip\n")
-    out = tmp_path / "train_dir"
-    script("train_image_classifier.py", f"--model_name={model}", "--batch_size=4",
-           f"--dataset_dir={data}", f"--train_dir={out}", "--num_clones=0",
-           "--max_number_of_steps=2", "--image_size=32", "--quiet", "--no_export")
-    summary = json.loads((out / "summary.json").read_text())
-    assert (summary["model"], summary["num_classes"], summary["final_step"]) == (model, 3, 2)
-
-
 def slim_records(data: Path) -> None:
     """Three classes of flat colours as slim-style TFRecords with labels.txt."""
     data.mkdir()
@@ -121,6 +103,18 @@ def slim_records(data: Path) -> None:
     write_records(data / "flowers_validation_00000-of-00001.tfrecord",
                   [tf_example(image_bytes(pixels[i % 3]), i % 3) for i in range(6)])
     (data / "labels.txt").write_text("0:daisy\n1:rose\n2:tulip\n")
+
+
+@pytest.mark.parametrize("model", ["vgg_19"])
+def test_train_image_classifier_slim_flags(tmp_path, model):
+    data = tmp_path / "flowers"
+    slim_records(data)
+    out = tmp_path / "train_dir"
+    script("train_image_classifier.py", f"--model_name={model}", "--batch_size=4",
+           f"--dataset_dir={data}", f"--train_dir={out}", "--num_clones=0",
+           "--max_number_of_steps=2", "--image_size=32", "--quiet", "--no_export")
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["model"], summary["num_classes"], summary["final_step"]) == (model, 3, 2)
 
 
 def run_weights(run: Path) -> dict:
