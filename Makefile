@@ -19,7 +19,7 @@ $(PACKAGE): $(BIN)/python pyproject.toml
 	rm -f $(VENV)/.installed-package-* && touch $@
 
 $(EVERYTHING): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,spark,ray,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,ray,dev,parquet]'
 	rm -f $(VENV)/.installed-* && touch $(PACKAGE) $@
 
 demo: $(PACKAGE)

@@ -119,21 +119,15 @@ class _progress:
     def __enter__(self):
         if not sys.stderr.isatty():
             return lambda: None
+        import rich.progress as bar
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
 
         total = sum(1 for _ in listing.image_files(self.inputs))
-        self.display = Progress(
-            TextColumn("predict"), BarColumn(bar_width=24), MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
-            TimeRemainingColumn(), console=Console(file=sys.stderr), refresh_per_second=4)
+        self.display = bar.Progress(
+            bar.TextColumn("predict"), bar.BarColumn(bar_width=24), bar.MofNCompleteColumn(),
+            bar.TextColumn("{task.fields[rate]}"), bar.TimeElapsedColumn(),
+            bar.TextColumn("ETA"), bar.TimeRemainingColumn(), console=Console(file=sys.stderr),
+            refresh_per_second=4)
         task = self.display.add_task("", total=total, rate="")
         self.display.start()
         start = time.monotonic()
