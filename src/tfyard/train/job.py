@@ -191,7 +191,7 @@ def run_record(prepared: Prepared) -> dict:
             "preprocessing": task.preprocessing and task.preprocessing.to_dict(),
             "total_steps": numbers.total_steps,
             "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
-            "per_replica_batch": numbers.per_replica_batch}
+            "per_replica_batch": numbers.per_replica_batch, "init": prepared.init}
 
 
 def _announce(prepared: Prepared, restored: str | None, start: int) -> None:
