@@ -24,7 +24,7 @@ from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
 from tfyard.train.pretrained import start_from_weights
-from tfyard.train.task import Task, output_width
+from tfyard.train.task import Task
 
 log = logging.getLogger("tfyard")
 
@@ -96,8 +96,8 @@ def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -
             synchronize_batch_norm(model)
         fuse_batch_norm(model)   # the same numbers, one op per batch norm (train.fused)
         # trained weights and frozen layers, before the optimizer sees what trains
-        init = start_from_weights(model, options, output_width(model, task.input_shape),
-                                  context.plat.output_dir, cluster.is_coordinator)
+        init = start_from_weights(model, options, task.input_shape, context.plat.output_dir,
+                                  cluster.is_coordinator)
         optimizer = task.compiled_optimizer(model)
         if optimizer is None:
             optimizer = make_optimizer(numbers, options.momentum, options.nesterov,

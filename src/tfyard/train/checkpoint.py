@@ -26,7 +26,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import tempfile
 from typing import TYPE_CHECKING
@@ -35,6 +34,7 @@ import tensorflow as tf
 
 from tfyard.errors import UserError, disk_reason, plain_op_error
 from tfyard.train.guards import diverged
+from tfyard.train.outputs import checkpoint_paths
 
 if TYPE_CHECKING:  # an annotation only; importing build here would load it needlessly
     from tfyard.train.build import Prepared
@@ -45,28 +45,6 @@ log = logging.getLogger("tfyard")
 def _first_line(exc: BaseException, limit: int = 160) -> str:
     text = (getattr(exc, "message", None) or str(exc) or type(exc).__name__).strip()
     return text.splitlines()[0][:limit]
-
-
-def checkpoint_paths(directory: str) -> list[str]:
-    """The checkpoints in `directory`, newest first: those the `checkpoint` state file lists,
-    or, when it is missing or unreadable, every `ckpt-N.index` found there."""
-    try:
-        state = tf.train.get_checkpoint_state(directory)
-    except (tf.errors.OpError, ValueError, UnicodeDecodeError) as exc:
-        log.warning(f"tfyard: warning: {directory}/checkpoint is unreadable ({_first_line(exc)}); "
-                    "looking for checkpoint files")
-        state = None
-    if state is not None:
-        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-        if state.model_checkpoint_path in paths:  # the latest goes first
-            paths.remove(state.model_checkpoint_path)
-        paths.append(state.model_checkpoint_path)
-        return list(reversed(paths))   # TensorFlow has joined relative ones to `directory`
-    found = tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index"))
-    number = re.compile(r"ckpt-(\d+)\.index$")
-    found = [path for path in found if number.search(path)]
-    found.sort(key=lambda path: int(number.search(path).group(1)), reverse=True)
-    return [path[:-len(".index")] for path in found]
 
 
 def readable(path: str) -> str | None:

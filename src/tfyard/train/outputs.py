@@ -12,10 +12,11 @@ import glob
 import json
 import logging
 import os
+import re
 import shutil
 
 from tfyard.data.formats import canonical
-from tfyard.errors import UserError
+from tfyard.errors import UserError, plain_op_error
 from tfyard.platform import is_remote
 
 RUN_FILE = "run.json"
@@ -30,6 +31,30 @@ log = logging.getLogger("tfyard")
 # What unfinished writes leave: a checkpoint save's directory, write_json_atomic's file, an
 # export's directory.
 TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT + ".tmp")
+
+
+def checkpoint_paths(directory: str) -> list[str]:
+    """The checkpoints in `directory`, newest first: those the `checkpoint` state file lists,
+    or, when it is missing or unreadable, every `ckpt-N.index` found there."""
+    import tensorflow as tf
+
+    try:
+        state = tf.train.get_checkpoint_state(directory)
+    except (tf.errors.OpError, ValueError, UnicodeDecodeError) as exc:
+        log.warning(f"tfyard: warning: {directory}/checkpoint is unreadable "
+                    f"({plain_op_error(exc)[:160]}); looking for checkpoint files")
+        state = None
+    if state is not None:
+        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+        if state.model_checkpoint_path in paths:  # the latest goes first
+            paths.remove(state.model_checkpoint_path)
+        paths.append(state.model_checkpoint_path)
+        return list(reversed(paths))   # TensorFlow has joined relative ones to `directory`
+    found = tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index"))
+    number = re.compile(r"ckpt-(\d+)\.index$")
+    found = [path for path in found if number.search(path)]
+    found.sort(key=lambda path: int(number.search(path).group(1)), reverse=True)
+    return [path[:-len(".index")] for path in found]
 
 
 def remove_temporaries(output_dir: str) -> None:

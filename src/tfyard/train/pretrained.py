@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from tfyard import compat
 from tfyard.errors import UserError
 from tfyard.train import freezing, outputs
-from tfyard.train.checkpoint import checkpoint_paths
+from tfyard.train.task import output_width
 from tfyard.train.weight_files import FLAG, Source, open_source
 
 log = logging.getLogger("tfyard")
@@ -46,13 +46,17 @@ class Match:
     unused: int = 0                                  # source weights no model weight took
 
 
-def start_from_weights(model, options, width: int | None, output_dir: str,
+def start_from_weights(model, options, input_shape, output_dir: str,
                        coordinator: bool) -> dict | None:
     """Apply --init_checkpoint (new runs only) and --trainable/--freeze/--train_head_only
     to `model`; logs one line on the coordinator and returns what run.json records."""
+    if not (options.init_checkpoint or options.trainable or options.freeze
+            or options.train_head_only):
+        return None
+    width = output_width(model, input_shape)
     head = freezing.head_layer(model, width)
     record, words = None, []
-    if options.init_checkpoint and checkpoint_paths(os.path.join(output_dir,
+    if options.init_checkpoint and outputs.checkpoint_paths(os.path.join(output_dir,
                                                                  outputs.CHECKPOINTS)):
         record = _resumed(options.init_checkpoint, output_dir, coordinator)
     elif options.init_checkpoint:

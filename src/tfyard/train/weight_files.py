@@ -29,7 +29,6 @@ import numpy as np
 
 from tfyard.errors import UserError, plain_op_error
 from tfyard.train import outputs
-from tfyard.train.checkpoint import checkpoint_paths
 
 FLAG = "--init_checkpoint"
 FORMS = ("a run directory, a checkpoint prefix (out/checkpoints/ckpt-200), a .keras file, "
@@ -83,7 +82,7 @@ def _newest_checkpoint(given: str, path: str) -> str:
     """A run directory's newest checkpoint, or a checkpoint directory's."""
     run_checkpoints = os.path.join(path, outputs.CHECKPOINTS)
     directory = run_checkpoints if os.path.isdir(run_checkpoints) else path
-    found = checkpoint_paths(directory)
+    found = outputs.checkpoint_paths(directory)
     if not found:
         raise UserError(f"{FLAG} {given}: no checkpoint in this directory (a finished or "
                         f"interrupted run has them in {outputs.CHECKPOINTS}/); give {FORMS}")
