@@ -97,7 +97,8 @@ def agreement(run: str, data: str) -> dict:
     from tfyard.data.formats.folder import listing
     from tfyard.data.preprocess import eval_image
     from tfyard.predict import predict
-    from tfyard.predict.predictor import Predictor, locate
+    from tfyard.predict.local import locate
+    from tfyard.predict.predictor import Predictor
     from tfyard.train.evaluate import evaluate_output
 
     files = listing(data, "validation")[1]

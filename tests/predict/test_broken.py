@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -84,3 +86,13 @@ def test_bad_arguments_are_one_line_before_any_work(case, words, run, tmp_path, 
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert words in captured.err
+
+
+def test_a_wrong_run_answers_before_tensorflow_loads(tmp_path):
+    code = ("import sys\nfrom tfyard.cli import main\n"
+            f"status = main(['predict', '--output_dir', {str(tmp_path / 'none')!r}, 'x.jpg'])\n"
+            "print('tensorflow' in sys.modules)\nsys.exit(status)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and result.stdout.strip() == "False"
+    assert "does not exist" in result.stderr

@@ -72,5 +72,5 @@ def test_a_12_megapixel_jpeg_decodes_at_an_eighth_and_matches_the_full_decode():
 
 def test_a_large_photo_is_predicted(run, tmp_path):
     photo("red", 9, size=(4000, 3000)).save(tmp_path / "big.jpg", quality=85)
-    row, = tfyard.predict(run, tmp_path / "big.jpg")
+    row, = tfyard.predict(run / "export" / "saved_model", tmp_path / "big.jpg")
     assert row["error"] == "" and row["class_name"] in ("blue", "green", "red")

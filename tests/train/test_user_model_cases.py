@@ -164,7 +164,7 @@ def test_a_subclassed_model_without_a_config_trains_and_serves(tmp_path):
                          train_steps=3, **COMMON)
     assert summary["final_step"] == 3 and summary["eval"]["top1"] >= 0
     assert sorted(summary["export"]) == ["saved_model"], summary["export"]
-    assert sorted(p.name for p in (out / "export").iterdir()) == ["saved_model"]
+    assert sorted(p.name for p in (out / "export").iterdir()) == ["class_names.txt", "saved_model"]
     loaded = tf.saved_model.load(str(out / "export" / "saved_model"))   # owns the weights
     assert loaded.serve(tf.constant(x))["probabilities"].shape == (32, 3)
     assert json.loads((out / "summary.json").read_text())["final_step"] == 3

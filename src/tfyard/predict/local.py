@@ -14,10 +14,36 @@ import time
 from dataclasses import dataclass
 
 from tfyard.errors import UserError
+from tfyard.platform import is_remote
 from tfyard.predict import inputs as listing
 from tfyard.predict.writers import format_of, table
 
 ON_ERROR = ("skip", "fail")
+TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
+
+
+def _exists(path: str) -> bool:
+    if is_remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(path)
+    return os.path.exists(path)
+
+
+def locate(run: str) -> str:
+    """The SavedModel of `run`: a run directory, its export/, or a SavedModel itself;
+    checked before TensorFlow loads, so a wrong path answers at once."""
+    for candidate in (run, os.path.join(run, "saved_model"),
+                      os.path.join(run, "export", "saved_model")):
+        if _exists(os.path.join(candidate, "saved_model.pb")):
+            return candidate
+    if not _exists(run):
+        raise UserError(f"{run} does not exist; give {TARGET}")
+    if _exists(os.path.join(run, "run.json")):
+        raise UserError(f"{run} holds no exported model yet (export/saved_model): the run is "
+                        "unfinished or trained with --no_export; let it finish, then predict")
+    raise UserError(f"{run} holds no SavedModel (saved_model.pb), export/ or run.json; "
+                    f"give {TARGET}")
 
 
 @dataclass
@@ -41,7 +67,7 @@ def _problem(row: dict) -> str:
     return f"{row['path'] if row['path'] is not None else 'an image'}: {row['error']}"
 
 
-def _check_on_error(on_error: str) -> None:
+def check_on_error(on_error: str) -> None:
     if on_error not in ON_ERROR:
         raise UserError(f"unknown --on_error {on_error!r}; use skip or fail")
 
@@ -67,12 +93,12 @@ def predict_files(run: str, inputs: list[str], output: str | None = None,
                   on_error: str = "skip") -> Outcome:
     """Predict every image of `inputs` with `run`'s model into a csv, jsonl or parquet table
     at `output` (stdout when None); see the module docstring."""
-    from tfyard.predict.predictor import COLUMNS, Predictor, locate
-
     saved_model = locate(run)
     inputs = listing.check(inputs)
     fmt = format_of(output, fmt)
-    _check_on_error(on_error)
+    check_on_error(on_error)
+    from tfyard.predict.predictor import COLUMNS, Predictor  # TensorFlow loads here
+
     predictor = Predictor(saved_model, top_k, batch_size)
     outcome = Outcome()
     files = listing.image_files(inputs)
@@ -89,21 +115,21 @@ def predict_rows(run: str, inputs, top_k: int = 5, batch_size: int = 32,
     """`tfyard.predict`: one dict per image (see `predictor.COLUMNS`), in input order.
     `inputs` is a path, a glob, or a list of paths, globs and encoded images (bytes); the
     row of an image given as bytes has `path` None."""
-    from tfyard.predict.predictor import Predictor, locate
-
     saved_model = locate(os.fspath(run))
     entries = [inputs] if isinstance(inputs, str | os.PathLike | bytes) else list(inputs)
     paths = [e for e in entries if not isinstance(e, bytes | bytearray)]
     if paths or not entries:
         listing.check(paths)
-    _check_on_error(on_error)
+    check_on_error(on_error)
 
     def items():
         for entry in entries:
             if isinstance(entry, bytes | bytearray):
                 yield None, bytes(entry)
             else:
-                yield from ((path, path) for path in listing.image_files([entry]))
+                yield from ((path, path) for path in listing.image_files([os.fspath(entry)]))
+
+    from tfyard.predict.predictor import Predictor
 
     predictor = Predictor(saved_model, top_k, batch_size)
     return list(_counted(predictor.rows(items()), Outcome(), on_error))

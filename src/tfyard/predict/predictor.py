@@ -20,31 +20,10 @@ import tensorflow as tf
 
 from tfyard.data.preprocess import Preprocessing, eval_image
 from tfyard.errors import UserError, plain_op_error
-from tfyard.platform import is_remote
 from tfyard.predict.signature import METADATA_ENDPOINT, class_probabilities
 
 COLUMNS = ("path", "class_id", "class_name", "score", "top_ids", "top_names", "top_scores",
            "error")
-TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
-
-
-def _exists(path: str) -> bool:
-    return tf.io.gfile.exists(path) if is_remote(path) else os.path.exists(path)
-
-
-def locate(run: str) -> str:
-    """The SavedModel of `run`: a run directory, its export/, or a SavedModel itself."""
-    for candidate in (run, os.path.join(run, "saved_model"),
-                      os.path.join(run, "export", "saved_model")):
-        if _exists(os.path.join(candidate, "saved_model.pb")):
-            return candidate
-    if not _exists(run):
-        raise UserError(f"{run} does not exist; give {TARGET}")
-    if _exists(os.path.join(run, "run.json")):
-        raise UserError(f"{run} holds no exported model yet (export/saved_model): the run is "
-                        "unfinished or trained with --no_export; let it finish, then predict")
-    raise UserError(f"{run} holds no SavedModel (saved_model.pb), export/ or run.json; "
-                    f"give {TARGET}")
 
 
 class Predictor:
