@@ -95,7 +95,7 @@ def agreement(run: str, data: str) -> dict:
     import tensorflow as tf
 
     from tfyard.data.formats.folder import listing
-    from tfyard.data.preprocess import eval_image
+    from tfyard.data.preprocess import JPEG_RATIOS, eval_image, jpeg_scale
     from tfyard.predict import predict
     from tfyard.predict.local import locate
     from tfyard.predict.predictor import Predictor
@@ -112,8 +112,7 @@ def agreement(run: str, data: str) -> dict:
         changed += int(np.argmax(predictor.model.serve(full[None])["probabilities"])) \
             != row["class_id"]
     shape = tf.io.extract_jpeg_shape(tf.io.read_file(files[0][0])).numpy()
-    scale = next(r for r in (8, 4, 2, 1)
-                 if int(0.875 * min(-(-shape[0] // r), -(-shape[1] // r))) >= 224)
+    scale = JPEG_RATIOS[int(jpeg_scale(shape, predictor.view)[0])]
     return {"images": len(files), "evaluate_top1": evaluate_output(run)["top1"],
             "predict_top1": predicted / len(files), "changed_by_full_decode": changed,
             "jpeg_scale": f"1/{scale} of {shape[1]}x{shape[0]}"}

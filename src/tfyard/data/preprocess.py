@@ -101,15 +101,21 @@ def to_channels(image, channels: int):
     return tf.cond(tf.shape(image)[-1] >= 3, colour, grey)
 
 
-def _jpeg_window(encoded, view: Preprocessing):
-    """The central window of a JPEG, decoded at the smallest scale (1/2, 1/4, 1/8) that
-    still leaves it `view.size` pixels a side. The image's own size decides the scale, so
-    every caller of `eval_image` decodes it alike; CMYK is converted to RGB by the decoder."""
-    shape = tf.io.extract_jpeg_shape(encoded)
+def jpeg_scale(shape, view: Preprocessing):
+    """(index into JPEG_RATIOS, the central window at each ratio) for a JPEG of `shape`
+    ([H, W, ...] from its header): the most reduced scale whose window still has `view.size`
+    pixels a side (a 1024x768 photo for 224 px: 1/2). The image's own size decides it, so
+    every caller of `eval_image` decodes an image alike."""
     windows = [central_window(-(-shape[0] // r), -(-shape[1] // r), view.crop)
                for r in JPEG_RATIOS]
     big_enough = tf.stack([window[2] for window in windows]) >= view.size
-    which = tf.maximum(tf.reduce_sum(tf.cast(big_enough, tf.int32)) - 1, 0)
+    return tf.maximum(tf.reduce_sum(tf.cast(big_enough, tf.int32)) - 1, 0), windows
+
+
+def _jpeg_window(encoded, view: Preprocessing):
+    """The central window of a JPEG, decoded at `jpeg_scale` (libjpeg scales while it
+    decodes); CMYK is converted to RGB by the decoder."""
+    which, windows = jpeg_scale(tf.io.extract_jpeg_shape(encoded), view)
 
     def decode(index):
         return lambda: tf.io.decode_and_crop_jpeg(encoded, windows[index], channels=3,
