@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 
 from tfyard.data.formats import DATASETS, DatasetInfo, canonical, reader
+from tfyard.data.formats.base import Preprocessing
 from tfyard.data.pipeline import DatasetRequest, split_name
 from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
 
-__all__ = ["DATASETS", "DatasetInfo", "build_dataset", "checked", "dataset_info", "reader"]
+__all__ = ["DATASETS", "DatasetInfo", "Preprocessing", "build_dataset", "checked",
+           "dataset_info", "reader"]
 
 
 def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,
