@@ -4,7 +4,9 @@
 child of a Ray actor of one placement group, with TF_CONFIG set; `ctx` has `executor_id`,
 `job_name`, `task_index`, `cluster_spec`, `num_workers` and `absolute_path(path)`. Uses the
 Ray this process is connected to, else `ray.init(address)`. Needs `pip install
-'tfyard[ray]'`; the work is in `tfyard.launch.ray`.
+'tfyard[ray]'`; the work is in `tfyard.launch.ray`. `tfyard.ray.predict(ds, run, top_k=5)`
+adds a trained model's classes to a Dataset of images (`read_binary_files`, in
+`tfyard.predict.ray`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 from tfyard.launch.context import Context
 from tfyard.launch.ray import Placement, run_function
 from tfyard.launch.supervise import MemberFailed, Outcome, Policy
+from tfyard.predict.ray import predict
 
-__all__ = ["Context", "MemberFailed", "run"]
+__all__ = ["Context", "MemberFailed", "predict", "run"]
 
 
 def run(main_fun, args, num_workers: int, num_ps: int = 0, chief: bool | None = None,

@@ -49,3 +49,34 @@ def run(folder, tmp_path_factory) -> Path:
                image_size=16, batch_size=8, train_steps=6, steps_per_loop=3, seed=1,
                num_gpus="0", jit_compile=False, quiet=True)
     return output
+
+
+@pytest.fixture(scope="session")
+def few(folder, tmp_path_factory) -> Path:
+    """Seven validation images and one broken file, for the Spark and Ray tests."""
+    root = tmp_path_factory.mktemp("few")
+    for label in COLOURS:
+        for i in range(2 + (label == "red")):
+            (root / f"{label}{i}.jpg").write_bytes((folder / "validation" / label /
+                                                     f"{i}.jpg").read_bytes())
+    (root / "broken.jpg").write_bytes(b"not a jpeg")
+    return root
+
+
+@pytest.fixture(scope="session")
+def local_classes(run, few) -> dict:
+    """File name -> class name (None when unreadable), as a local `tfyard predict` says."""
+    import tfyard
+
+    return {Path(row["path"]).name: row["class_name"] for row in tfyard.predict(run, [few])}
+
+
+def same_as_local(rows, local_classes: dict) -> None:
+    """One row per file, no duplicates, every class as local predict's, the broken file's
+    error in its row."""
+    names = [Path(str(row["path"]).removeprefix("file:")).name for row in rows]
+    assert sorted(names) == sorted(local_classes)
+    assert {name: row["class_name"] for name, row in zip(names, rows, strict=True)} \
+        == local_classes
+    errors = {name for name, row in zip(names, rows, strict=True) if row["error"]}
+    assert errors == {"broken.jpg"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from tfyard import platform
+from tfyard.errors import UserError
 
 DESCRIPTION = (
     "Predict the class of every image in INPUT (files, folders searched recursively, glob "
@@ -39,13 +40,55 @@ def register(commands) -> None:
     predict.add_argument("--on_error", "--on-error", choices=("skip", "fail"), default="skip",
                          help="an unreadable image: a row with its error (skip, default), or "
                          "stop with no output (fail)")
+    scale = predict.add_argument_group(
+        "at scale", "--on spark|ray: the engine reads INPUT and its workers score it (the "
+        "model loaded once each; RUN must be readable on every worker) into --output DIR, "
+        "part files (parquet by default) that replace DIR whole when all are written")
+    scale.add_argument("--on", choices=("local", "spark", "ray"), default="local",
+                       help="where to predict (default: this process)")
+    scale.add_argument("--master", help="--on spark: the Spark master URL (default: a local "
+                       "Spark, local[WORKERS], started and stopped)")
+    scale.add_argument("--address", help="--on ray: the Ray cluster HEAD:PORT (default: "
+                       "RAY_ADDRESS, a Ray started on this machine, else a new local one)")
+    scale.add_argument("--workers", type=int, help="--on spark|ray: workers scoring at once "
+                       "(default: the engine's parallelism, one per core)")
     predict.set_defaults(func=_predict)
 
 
 def _predict(args) -> int:
-    from tfyard.predict.local import predict_files
+    if args.on == "local":
+        from tfyard.predict.local import predict_files
 
-    outcome = predict_files(args.output_dir, args.inputs, args.output, args.format,
-                            args.top_k, args.batch_size, args.on_error)
+        for flag in ("master", "address", "workers"):
+            if getattr(args, flag) is not None:
+                raise UserError(f"--{flag} needs --on spark or --on ray")
+        outcome = predict_files(args.output_dir, args.inputs, args.output, args.format,
+                                args.top_k, args.batch_size, args.on_error)
+    else:
+        outcome = _predict_at_scale(args)
     print(outcome.line(args.output), file=sys.stderr)
     return 0
+
+
+def _predict_at_scale(args):
+    from tfyard.predict import scale
+
+    other = "address" if args.on == "spark" else "master"
+    if getattr(args, other) is not None:
+        raise UserError(f"--{other} is for --on {'ray' if other == 'address' else 'spark'}")
+    plan = scale.plan(args.output_dir, args.inputs, args.output, args.format, args.top_k,
+                      args.batch_size, args.on_error, args.workers)
+    if args.on == "ray":
+        from tfyard.launch.ray import ray_session
+
+        with ray_session(args.address):
+            return scale.on_ray(plan)
+    from tfyard.launch.spark import spark_context
+
+    master = args.master or f"local[{args.workers or '*'}]"
+    conf = [f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}"]
+    if args.master and args.workers:
+        conf.append(f"spark.executor.instances={args.workers}")
+    with spark_context(master, conf, "tfyard predict") as sc:
+        sc.setLogLevel("ERROR")
+        return scale.on_spark(sc, plan)

@@ -55,11 +55,17 @@ def spark_roster(num_executors: int, num_ps: int = 0, evaluator: bool = False) -
 
 @contextmanager
 def spark_context(master: str, conf: Sequence[str] = (), app_name: str = "tfyard"):
-    """A SparkContext fit for barrier stages (no dynamic allocation), stopped on exit."""
+    """A SparkContext fit for barrier stages (no dynamic allocation), stopped on exit; the
+    Spark session this process already runs, if any, is used as it is and left running."""
     try:
         from pyspark import SparkConf, SparkContext
+        from pyspark.sql import SparkSession
     except ImportError:
         raise UserError("Spark support needs pyspark: pip install 'tfyard[spark]'") from None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active.sparkContext
+        return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
     spark_conf.set("spark.dynamicAllocation.enabled", "false")

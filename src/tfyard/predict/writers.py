@@ -68,16 +68,23 @@ class _Jsonl:
         pass
 
 
+def arrow_schema(columns=None):
+    """The Arrow types of the row columns (all, in order, when None): parquet here, the
+    batches Spark and Ray score."""
+    import pyarrow as pa
+
+    strings, floats = pa.list_(pa.string()), pa.list_(pa.float32())
+    types = {"path": pa.string(), "class_id": pa.int64(), "class_name": pa.string(),
+             "score": pa.float32(), "top_ids": pa.list_(pa.int64()), "top_names": strings,
+             "top_scores": floats, "error": pa.string()}
+    return pa.schema([(name, types[name]) for name in columns or types])
+
+
 class _Parquet:
     def __init__(self, stream, columns):
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        strings, floats = pa.list_(pa.string()), pa.list_(pa.float32())
-        types = {"path": pa.string(), "class_id": pa.int64(), "class_name": pa.string(),
-                 "score": pa.float32(), "top_ids": pa.list_(pa.int64()), "top_names": strings,
-                 "top_scores": floats, "error": pa.string()}
-        self.schema = pa.schema([(name, types[name]) for name in columns])
+        self.schema = arrow_schema(columns)
         self.writer = pq.ParquetWriter(stream, self.schema)
         self.rows: list[dict] = []
 

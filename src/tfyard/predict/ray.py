@@ -1,0 +1,56 @@
+"""`tfyard.ray.predict`: a Ray Dataset of encoded images (`read_binary_files(...,
+include_paths=True)`'s `path` and `bytes`) -> a Dataset with the prediction columns added.
+
+`map_batches` with a callable class runs a fixed pool of actors; each loads the model once,
+in its constructor (`worker.py`), and scores every batch it is handed. Ray streams the
+batches through the pool, so memory is a few batches per actor, however many files. The
+actors share all CPUs but one, which is left to the read tasks (one CPU each): actors that
+held every CPU would wait forever for batches nobody can read.
+"""
+
+from __future__ import annotations
+
+from tfyard.errors import UserError
+from tfyard.predict import worker
+
+BATCHES_PER_CALL = 4
+
+
+class Scorer:
+    """One per actor: the model loaded at construction, then one call per batch."""
+
+    def __init__(self, job: worker.Job):
+        self.job = job
+        worker.predictor(job)
+
+    def __call__(self, table):
+        if "bytes" not in table.column_names or "path" not in table.column_names:
+            raise worker.failure(f"the Dataset has {', '.join(table.column_names)}, not path "
+                                  "and bytes; read it with ray.data.read_binary_files(..., "
+                                  "include_paths=True)")
+        columns = worker.score(self.job, table.column("path").to_pylist(),
+                                table.column("bytes").to_pylist())
+        for field, column in zip(worker.predicted_schema(), columns, strict=True):
+            table = table.append_column(field, column)
+        return table
+
+
+def predict(ds, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip",
+            workers: int | None = None):
+    """`ds` with class_id, class_name, score, top_ids, top_names, top_scores and error
+    added for each row's `bytes`, as `tfyard predict` gives them; `workers` actors
+    (default: one per CPU of the cluster), one CPU each."""
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be at least 1, got {workers}")
+    return score(ds, worker.job(run, top_k, batch_size, on_error), workers)
+
+
+def score(ds, job: worker.Job, workers: int | None = None):
+    """`predict` for a checked Job (`tfyard predict --on ray` makes one first)."""
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 1)
+    workers = workers or max(1, int(cpus))
+    return ds.map_batches(Scorer, fn_constructor_args=(job,), batch_format="pyarrow",
+                          batch_size=job.batch_size * BATCHES_PER_CALL, concurrency=workers,
+                          num_cpus=max(0.0, min(1.0, (cpus - 1) / workers)))

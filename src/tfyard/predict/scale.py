@@ -1,0 +1,148 @@
+"""`tfyard predict --on spark|ray`: INPUT read by the engine itself, scored by its workers
+(`spark.py`, `ray.py`), written by them as part files into `--output DIR`.
+
+Nothing passes through the driver but the final counts, read back from the parts' `error`
+column a batch at a time. The engine writes into a hidden staging directory beside DIR,
+which takes DIR's place only when every part is written: a killed job leaves the previous
+DIR (or none) and a hidden leftover, which the rerun removes before it writes everything
+again. Parts are never doubled and a half-written DIR is never seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+from tfyard.platform import is_remote
+from tfyard.predict import inputs as listing
+from tfyard.predict import worker
+from tfyard.predict.local import Outcome
+from tfyard.predict.writers import LIST_COLUMNS, arrow_schema, format_of
+
+ENGINES = ("spark", "ray")
+ARROW_FORMATS = {"parquet": "parquet", "jsonl": "json", "csv": "csv"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked `predict --on ENGINE`: what to score, with what, into where."""
+
+    job: worker.Job
+    inputs: list[str]
+    output: str
+    fmt: str
+    workers: int | None
+
+
+def plan(run, inputs, output, fmt, top_k, batch_size, on_error, workers) -> Plan:
+    """Everything checked before an engine starts, so a mistake answers at once."""
+    job = worker.job(run, top_k, batch_size, on_error)
+    inputs = listing.check(inputs)
+    if output is None:
+        raise UserError("--on spark and --on ray write part files: give --output DIR")
+    if is_remote(output):
+        raise UserError(f"--output {output}: give a directory path that this machine and the "
+                        "workers share (a local disk in local mode, else a mounted file system)")
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be at least 1, got {workers}")
+    return Plan(job, inputs, os.path.abspath(output), format_of(output, fmt or "parquet"),
+                workers)
+
+
+def on_spark(sc, plan: Plan) -> Outcome:
+    """Score with the SparkContext `sc`: `binaryFile` reads INPUT in its tasks."""
+    from pyspark.sql import SparkSession, functions
+
+    from tfyard.predict.spark import score
+
+    patterns = ",".join(e.lstrip(".") for e in listing.EXTENSIONS)
+    images = (SparkSession(sc).read.format("binaryFile").option("recursiveFileLookup", "true")
+              .option("pathGlobFilter", f"*.{{{patterns},{patterns.upper()}}}")
+              .load(plan.inputs))
+    rows = score(images, plan.job).select(*arrow_schema().names)
+    if plan.fmt == "csv":
+        rows = rows.withColumns({name: functions.to_json(name) for name in LIST_COLUMNS})
+    writer = rows.write.mode("overwrite").format(ARROW_FORMATS[plan.fmt]).option("header", True)
+    return _written(plan, writer.save)
+
+
+def on_ray(plan: Plan) -> Outcome:
+    """Score with the Ray this process is connected to: `read_binary_files` reads INPUT."""
+    import ray
+
+    from tfyard.predict.ray import score
+
+    paths = [match for entry in plan.inputs for match in
+             (sorted(glob.iglob(entry, recursive=True)) if glob.has_magic(entry) else [entry])]
+    images = ray.data.read_binary_files(paths, include_paths=True,
+                                        file_extensions=list(listing.EXTENSIONS))
+    rows = score(images, plan.job, plan.workers).select_columns(arrow_schema().names)
+    if plan.fmt == "csv":
+        rows = rows.map_batches(_lists_as_json, batch_format="pyarrow")
+    write = {"parquet": rows.write_parquet, "jsonl": rows.write_json,
+             "csv": rows.write_csv}[plan.fmt]
+    return _written(plan, write)
+
+
+def _lists_as_json(table):
+    """csv cells of lists hold JSON, as a local predict writes them."""
+    import pyarrow as pa
+
+    for name in LIST_COLUMNS:
+        cells = [json.dumps(cell) for cell in table.column(name).to_pylist()]
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(cells))
+    return table
+
+
+def _written(plan: Plan, write) -> Outcome:
+    """Run the engine's `write(staging)`, count the rows, and put the parts in place."""
+    start = time.monotonic()
+    with _staged(plan.output) as staging:
+        try:
+            write(staging)
+        except Exception as exc:  # the engine wraps a worker's failure in its own error
+            raise worker.driver_error(exc) or exc from None
+        outcome = _counted(staging, plan.fmt)
+    outcome.seconds = time.monotonic() - start
+    return outcome
+
+
+@contextlib.contextmanager
+def _staged(output: str):
+    parent, name = os.path.split(output)
+    for leftover in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.tmp-*")):
+        shutil.rmtree(leftover, ignore_errors=True)  # a killed run's
+    staging = os.path.join(parent, f".{name}.tmp-{os.getpid()}")
+    try:
+        yield staging
+        if os.path.exists(output):
+            old = os.path.join(parent, f".{name}.tmp-old-{os.getpid()}")
+            os.rename(output, old)
+            os.rename(staging, output)
+            shutil.rmtree(old)
+        else:
+            os.rename(staging, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _counted(directory: str, fmt: str) -> Outcome:
+    """The final line's counts, read from the written parts' path and error columns."""
+    import pyarrow.dataset as ds
+
+    outcome = Outcome()
+    parts = ds.dataset(directory, format=ARROW_FORMATS[fmt])
+    for batch in parts.to_batches(columns=["path", "error"]):
+        for path, error in zip(*(batch.column(i).to_pylist() for i in range(2)), strict=True):
+            if error:
+                outcome.unreadable += 1
+                outcome.first_problem = outcome.first_problem or f"{path}: {error}"
+            else:
+                outcome.predicted += 1
+    return outcome

@@ -1,0 +1,57 @@
+"""`tfyard.spark.predict`: a Spark DataFrame of encoded images (`binaryFile`'s `path` and
+`content`) -> the same DataFrame with the prediction columns added, lazily.
+
+`mapInArrow` hands each Python worker Arrow batches of the images; the worker scores them
+with the Predictor it loaded once (`worker.py`) and returns the batch with the columns
+added, so the query stays lazy, composes with the user's own, and nothing is collected to
+the driver. The batches are capped at a few model batches (Spark's default is 10,000 rows,
+10,000 photos in one worker's memory).
+"""
+
+from __future__ import annotations
+
+from tfyard.errors import UserError
+from tfyard.predict import worker
+
+MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+BATCHES_PER_ARROW_BATCH = 4
+
+
+def predict(df, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip"):
+    """`df` with class_id, class_name, score, top_ids, top_names, top_scores and error
+    added for the image in each row's `content`, as `tfyard predict` gives them."""
+    return score(df, worker.job(run, top_k, batch_size, on_error))
+
+
+def score(df, job: worker.Job):
+    """`predict` for a checked Job (`tfyard predict --on spark` makes one first)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    missing = {"path", "content"} - set(df.columns)
+    if missing:
+        raise UserError(f"the DataFrame lacks {', '.join(sorted(missing))}; read the images "
+                        "with spark.read.format('binaryFile').load(...)")
+    _cap_batches(df.sparkSession.conf, job.batch_size * BATCHES_PER_ARROW_BATCH)
+    added = from_arrow_schema(worker.predicted_schema())
+    return df.mapInArrow(_scorer(job), StructType(df.schema.fields + added.fields))
+
+
+def _cap_batches(conf, rows: int) -> None:
+    if int(conf.get(MAX_RECORDS)) > rows:
+        conf.set(MAX_RECORDS, str(rows))
+
+
+def _scorer(job: worker.Job):
+    def score_batches(batches):
+        import pyarrow as pa
+
+        added = worker.predicted_schema()
+        for batch in batches:
+            if batch.num_rows:
+                columns = worker.score(job, batch.column("path").to_pylist(),
+                                        batch.column("content").to_pylist())
+                yield pa.RecordBatch.from_arrays(
+                    batch.columns + columns, schema=pa.schema([*batch.schema, *added]))
+
+    return score_batches

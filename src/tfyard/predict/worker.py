@@ -1,0 +1,99 @@
+"""What an engine's worker runs: the Predictor loaded once per process, a batch of (path,
+bytes) scored into Arrow columns, and a failure carried back to the driver as one line.
+
+Spark's Python workers and Ray's actors live for many batches, so the model is loaded at the
+first and kept in a module-level cache keyed by the SavedModel and the options: a million
+files cost one load per worker, not one per batch (keras#11169). The model travels by path;
+a worker that cannot read it says so, naming itself. A failure the user must read (a broken
+file under on_error="fail", an unreadable model) is raised with a mark, which the driver finds
+in the engine's wrapped traceback and raises again as one UserError line.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+from tfyard.platform import is_remote
+from tfyard.predict.local import check_on_error, locate
+from tfyard.predict.writers import arrow_schema
+
+MARK = "tfyard-predict-failed: "
+LOAD_LOG = "TFYARD_PREDICT_LOAD_LOG"   # a file each model load appends "host pid path" to
+_loaded: dict = {}
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every worker needs to score, sent to it with the engine's function."""
+
+    saved_model: str
+    top_k: int = 5
+    batch_size: int = 32
+    on_error: str = "skip"
+    load_log: str | None = None
+
+
+def job(run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip") -> Job:
+    """The Job for `run`'s model, checked on the driver before the engine starts work."""
+    saved_model = locate(os.fspath(run))
+    if top_k < 1 or batch_size < 1:
+        raise UserError(f"--top_k and --batch_size must be at least 1, got {top_k} and "
+                        f"{batch_size}")
+    check_on_error(on_error)
+    if not is_remote(saved_model):  # the workers' working directory is not ours
+        saved_model = os.path.abspath(saved_model)
+    return Job(saved_model, top_k, batch_size, on_error, os.environ.get(LOAD_LOG))
+
+
+def predicted_schema():
+    """The columns a scored batch gains: the rows' columns but `path`, the engine's own."""
+    schema = arrow_schema()
+    return schema.remove(schema.get_field_index("path"))
+
+
+def failure(text: str) -> RuntimeError:
+    return RuntimeError(MARK + text)
+
+
+def predictor(job: Job):
+    """This process's Predictor for `job`, loaded at its first batch and kept."""
+    key = (job.saved_model, job.top_k, job.batch_size)
+    if key not in _loaded:
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(os.path.join(job.saved_model, "saved_model.pb")):
+            raise failure(f"the model {job.saved_model} cannot be read on worker "
+                          f"{socket.gethostname()} (pid {os.getpid()}); it travels by path: "
+                          "put it on a file system every worker reads (shared or distributed)")
+        from tfyard.predict.predictor import Predictor
+
+        _loaded[key] = Predictor(job.saved_model, job.top_k, job.batch_size)
+        if job.load_log:
+            with open(job.load_log, "a") as log:
+                log.write(f"{socket.gethostname()} {os.getpid()} {job.saved_model}\n")
+    return _loaded[key]
+
+
+def score(job: Job, paths: list, contents: list) -> list:
+    """The predicted columns (Arrow arrays, in `predicted_schema` order) for one batch of
+    encoded images; with on_error="fail" the first unreadable one fails the job."""
+    import pyarrow as pa
+
+    schema = predicted_schema()
+    columns: dict[str, list] = {name: [] for name in schema.names}
+    for row in predictor(job).rows(zip(paths, contents, strict=True)):
+        if row["error"] and job.on_error == "fail":
+            raise failure(f"{row['path']}: {row['error']} (--on_error skip gives it a row "
+                          "with the error and goes on)")
+        for name, values in columns.items():
+            values.append(row[name])
+    return [pa.array(columns[field.name], field.type) for field in schema]
+
+
+def driver_error(exc: BaseException) -> UserError | None:
+    """The one line a worker's marked failure carries, from the engine's error text."""
+    _, found, text = str(exc).partition(MARK)
+    return UserError(text.splitlines()[0].strip()) if found else None
