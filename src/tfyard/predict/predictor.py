@@ -48,7 +48,7 @@ class Predictor:
         self.dtype = metadata["input_dtype"].decode()
         self.top_k = min(top_k, len(self.class_names))
         self.batch_size = batch_size
-        self._score = tf.function(self._top_k, autograph=False)
+        self._score = tf.function(self._top_k, autograph=False, reduce_retracing=True)
 
     def _top_k(self, images):
         probabilities = class_probabilities(self.model.serve(images)["probabilities"])

@@ -28,9 +28,10 @@ class Scorer:
             raise worker.failure(f"the Dataset has {', '.join(table.column_names)}, not path "
                                   "and bytes; read it with ray.data.read_binary_files(..., "
                                   "include_paths=True)")
-        columns = worker.score(self.job, table.column("path").to_pylist(),
-                                table.column("bytes").to_pylist())
-        for field, column in zip(worker.predicted_schema(), columns, strict=True):
+        schema = worker.predicted_schema()
+        scored = [columns for _, columns in worker.scored(self.job, [table], "path", "bytes")]
+        for field, column in zip(schema, scored[0] if scored else schema.empty_table().columns,
+                                 strict=True):
             table = table.append_column(field, column)
         return table
 

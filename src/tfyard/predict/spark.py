@@ -1,11 +1,11 @@
 """`tfyard.spark.predict`: a Spark DataFrame of encoded images (`binaryFile`'s `path` and
 `content`) -> the same DataFrame with the prediction columns added, lazily.
 
-`mapInArrow` hands each Python worker Arrow batches of the images; the worker scores them
-with the Predictor it loaded once (`worker.py`) and returns the batch with the columns
-added, so the query stays lazy, composes with the user's own, and nothing is collected to
-the driver. The batches are capped at a few model batches (Spark's default is 10,000 rows,
-10,000 photos in one worker's memory).
+`mapInArrow` hands each Python worker a task's Arrow batches of the images; the worker scores
+them through one pipeline of the Predictor it loaded once (`worker.py`) and returns each
+batch with the columns added, so the query stays lazy, composes with the user's own, and
+nothing is collected to the driver. The batches are capped at a few model batches (Spark's
+default is 10,000 rows, 10,000 photos in one worker's memory).
 """
 
 from __future__ import annotations
@@ -47,11 +47,8 @@ def _scorer(job: worker.Job):
         import pyarrow as pa
 
         added = worker.predicted_schema()
-        for batch in batches:
-            if batch.num_rows:
-                columns = worker.score(job, batch.column("path").to_pylist(),
-                                        batch.column("content").to_pylist())
-                yield pa.RecordBatch.from_arrays(
-                    batch.columns + columns, schema=pa.schema([*batch.schema, *added]))
+        for batch, columns in worker.scored(job, batches, "path", "content"):
+            yield pa.RecordBatch.from_arrays(batch.columns + columns,
+                                             schema=pa.schema([*batch.schema, *added]))
 
     return score_batches

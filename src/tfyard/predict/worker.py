@@ -1,5 +1,5 @@
-"""What an engine's worker runs: the Predictor loaded once per process, a batch of (path,
-bytes) scored into Arrow columns, and a failure carried back to the driver as one line.
+"""What an engine's worker runs: the Predictor loaded once per process, Arrow batches of
+(path, bytes) scored into columns, and a failure carried back to the driver as one line.
 
 Spark's Python workers and Ray's actors live for many batches, so the model is loaded at the
 first and kept in a module-level cache keyed by the SavedModel and the options: a million
@@ -11,6 +11,7 @@ in the engine's wrapped traceback and raises again as one UserError line.
 
 from __future__ import annotations
 
+import collections
 import os
 import socket
 from dataclasses import dataclass
@@ -77,20 +78,31 @@ def predictor(job: Job):
     return _loaded[key]
 
 
-def score(job: Job, paths: list, contents: list) -> list:
-    """The predicted columns (Arrow arrays, in `predicted_schema` order) for one batch of
-    encoded images; with on_error="fail" the first unreadable one fails the job."""
+def scored(job: Job, batches, path: str, content: str):
+    """(batch, its predicted columns as Arrow arrays in `predicted_schema` order) for each
+    Arrow batch with rows, all drawn through one Predictor pipeline, so a partition pays for
+    one pipeline however many batches it has; with on_error="fail" the first unreadable
+    image fails the job."""
     import pyarrow as pa
 
-    schema = predicted_schema()
-    columns: dict[str, list] = {name: [] for name in schema.names}
-    for row in predictor(job).rows(zip(paths, contents, strict=True)):
+    schema, held, rows = predicted_schema(), collections.deque(), []
+
+    def items():
+        for batch in batches:
+            if batch.num_rows:
+                held.append(batch)
+                yield from zip(batch.column(path).to_pylist(), batch.column(content).to_pylist(),
+                               strict=True)
+
+    for row in predictor(job).rows(items()):
         if row["error"] and job.on_error == "fail":
             raise failure(f"{row['path']}: {row['error']} (--on_error skip gives it a row "
                           "with the error and goes on)")
-        for name, values in columns.items():
-            values.append(row[name])
-    return [pa.array(columns[field.name], field.type) for field in schema]
+        rows.append(row)
+        if len(rows) == held[0].num_rows:
+            yield held.popleft(), [pa.array([r[field.name] for r in rows], field.type)
+                                   for field in schema]
+            rows = []
 
 
 def driver_error(exc: BaseException) -> UserError | None:

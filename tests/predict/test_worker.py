@@ -1,0 +1,29 @@
+"""What an engine's worker runs, without an engine: one load per process, and a model the
+worker cannot read is one line naming the path and the worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+
+import pytest
+
+from tfyard.predict import worker
+
+
+def test_loaded_once_per_process_and_an_unreadable_model_names_the_worker(run, tmp_path,
+                                                                          monkeypatch):
+    log = tmp_path / "loads.txt"
+    monkeypatch.setenv(worker.LOAD_LOG, str(log))
+    job = worker.job(run, top_k=2, batch_size=3)
+    assert worker.predictor(job) is worker.predictor(job)
+    assert log.read_text().split() == [socket.gethostname(), str(os.getpid()), job.saved_model]
+
+    gone = dataclasses.replace(job, saved_model=str(tmp_path / "gone"))
+    with pytest.raises(RuntimeError) as raised:
+        worker.predictor(gone)
+    error = str(worker.driver_error(RuntimeError(f"Traceback ...\n{raised.value}\n  more")))
+    assert error.startswith(f"the model {tmp_path / 'gone'} cannot be read on worker "
+                            f"{socket.gethostname()} (pid {os.getpid()})")
+    assert "\n" not in error
