@@ -75,10 +75,10 @@ def write_photos(root: str, count: int, classes: int = 2) -> None:
             os.path.join(folder, f"{i:05d}.jpg"), quality=90)
 
 
-def train_run(data: str, run: str, model: str) -> None:
+def train_run(data: str, run: str, model: str, *flags: str) -> None:
     command = [sys.executable, "-m", "tfyard", "train", "--model", model, "--dataset",
                "imagefolder", "--data_dir", data, "--output_dir", run, "--train_steps", "1",
-               "--batch_size", "4", "--num_gpus", "0", "--quiet"]
+               "--batch_size", "4", "--num_gpus", "0", "--quiet", *flags]
     subprocess.run(command, check=True)
 
 
