@@ -47,6 +47,8 @@ def test_python_form_agrees_with_local_loading_once_per_actor(ray_address, run, 
     same_as_local(scored.drop_columns(["bytes"]).take_all(), local_classes)
     pids = [line.split()[1] for line in log.read_text().splitlines()]
     assert 1 <= len(pids) <= 2 and len(set(pids)) == len(pids)
+    by_path = tfyard.ray.predict(images.select_columns(["path"]), run, workers=2)
+    same_as_local(by_path.take_all(), local_classes)  # the actors read the files themselves
 
 
 def test_killed_and_rerun_into_the_same_output_leaves_every_row_once(ray_address, run, few,

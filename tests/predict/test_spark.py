@@ -42,6 +42,8 @@ def test_python_form_and_cli_agree_with_local_loading_once_per_worker(
     scored = tfyard.spark.predict(images, run, batch_size=1)
     assert {"path", "content", "class_name", "top_scores", "error"} <= set(scored.columns)
     same_as_local([row.asDict() for row in scored.drop("content").collect()], local_classes)
+    by_path = tfyard.spark.predict(images.select("path"), run, batch_size=1)  # read by workers
+    same_as_local([row.asDict() for row in by_path.collect()], local_classes)
 
     out = tmp_path / "rows"
     assert main(["predict", "--output_dir", str(run), str(few), "--on", "spark",

@@ -6,6 +6,11 @@ in its constructor (`worker.py`), and scores every batch it is handed. Ray strea
 batches through the pool, so memory is a few batches per actor, however many files. The
 actors share all CPUs but one, which is left to the read tasks (one CPU each): actors that
 held every CPU would wait forever for batches nobody can read.
+
+A Dataset of `path` alone has each image read by the actor's TensorFlow from that path (which
+every actor must then read), and no bytes pass through Ray's object store. Each call is one
+tf.data pipeline that fills and drains, so calls of paths, which weigh nothing, are 16 model
+batches; calls of bytes, held in memory, 4 (`benchmarks/RESULTS.md` has both).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from tfyard.errors import UserError
 from tfyard.predict import worker
 
-BATCHES_PER_CALL = 4
+BATCHES_PER_CALL = {"bytes": 4, "path": 16}
 
 
 class Scorer:
@@ -24,12 +29,13 @@ class Scorer:
         worker.predictor(job)
 
     def __call__(self, table):
-        if "bytes" not in table.column_names or "path" not in table.column_names:
+        if "path" not in table.column_names:
             raise worker.failure(f"the Dataset has {', '.join(table.column_names)}, not path "
-                                  "and bytes; read it with ray.data.read_binary_files(..., "
+                                  "(and bytes); read it with ray.data.read_binary_files(..., "
                                   "include_paths=True)")
+        content = "bytes" if "bytes" in table.column_names else None
         schema = worker.predicted_schema()
-        scored = [columns for _, columns in worker.scored(self.job, [table], "path", "bytes")]
+        scored = [columns for _, columns in worker.scored(self.job, [table], "path", content)]
         for field, column in zip(schema, scored[0] if scored else schema.empty_table().columns,
                                  strict=True):
             table = table.append_column(field, column)
@@ -39,19 +45,22 @@ class Scorer:
 def predict(ds, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip",
             workers: int | None = None):
     """`ds` with class_id, class_name, score, top_ids, top_names, top_scores and error
-    added for each row's `bytes`, as `tfyard predict` gives them; `workers` actors
-    (default: one per CPU of the cluster), one CPU each."""
+    added for each row's `bytes` (or, without them, the image at its `path`), as
+    `tfyard predict` gives them; `workers` actors (default: one per CPU of the cluster),
+    one CPU each."""
     if workers is not None and workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
     return score(ds, worker.job(run, top_k, batch_size, on_error), workers)
 
 
-def score(ds, job: worker.Job, workers: int | None = None):
-    """`predict` for a checked Job (`tfyard predict --on ray` makes one first)."""
+def score(ds, job: worker.Job, workers: int | None = None, by_path: bool = False):
+    """`predict` for a checked Job (`tfyard predict --on ray` makes one first); `by_path`
+    when `ds` holds paths alone."""
     import ray
 
     cpus = ray.cluster_resources().get("CPU", 1)
     workers = workers or max(1, int(cpus))
+    rows = job.batch_size * BATCHES_PER_CALL["path" if by_path else "bytes"]
     return ds.map_batches(Scorer, fn_constructor_args=(job,), batch_format="pyarrow",
-                          batch_size=job.batch_size * BATCHES_PER_CALL, concurrency=workers,
+                          batch_size=rows, concurrency=workers,
                           num_cpus=max(0.0, min(1.0, (cpus - 1) / workers)))

@@ -70,7 +70,7 @@ def on_spark(sc, plan: Plan) -> Outcome:
     patterns = ",".join(e.lstrip(".") for e in listing.EXTENSIONS)
     images = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
               .option("pathGlobFilter", f"*.{{{patterns},{patterns.upper()}}}")
-              .load(plan.inputs))
+              .load(plan.inputs).select("path"))   # the workers read each file themselves
     rows = score(images, plan.job).select(*arrow_schema().names)
     if plan.fmt == "csv":
         rows = rows.withColumns({name: functions.to_json(name) for name in LIST_COLUMNS})
@@ -84,11 +84,9 @@ def on_ray(plan: Plan) -> Outcome:
 
     from tfyard.predict.ray import score
 
-    paths = [match for entry in plan.inputs for match in
-             (sorted(glob.iglob(entry, recursive=True)) if glob.has_magic(entry) else [entry])]
-    images = ray.data.read_binary_files(paths, include_paths=True,
-                                        file_extensions=list(listing.EXTENSIONS))
-    rows = score(images, plan.job, plan.workers).select_columns(arrow_schema().names)
+    images = ray.data.from_items([{"path": path} for path in
+                                  listing.image_files(plan.inputs)])  # the actors read them
+    rows = score(images, plan.job, plan.workers, by_path=True).select_columns(arrow_schema().names)
     if plan.fmt == "csv":
         rows = rows.map_batches(_lists_as_json, batch_format="pyarrow")
     write = {"parquet": rows.write_parquet, "jsonl": rows.write_json,

@@ -1,6 +1,11 @@
 """`tfyard.spark.predict`: a Spark DataFrame of encoded images (`binaryFile`'s `path` and
 `content`) -> the same DataFrame with the prediction columns added, lazily.
 
+A DataFrame of `path` alone (binaryFile's, `.select("path")`, so Spark never reads the files)
+has each image read by the worker's TensorFlow from that path, which every worker must then
+read: the JVM does not pass each file's bytes to Python and back, a third of the job's time
+with photos on 2 cores (`benchmarks/RESULTS.md`). `tfyard predict --on spark` scores so.
+
 `mapInArrow` hands each Python worker a task's Arrow batches of the images; the worker scores
 them through one pipeline of the Predictor it loaded once (`worker.py`) and returns each
 batch with the columns added, so the query stays lazy, composes with the user's own, and
@@ -19,7 +24,8 @@ BATCHES_PER_ARROW_BATCH = 4
 
 def predict(df, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip"):
     """`df` with class_id, class_name, score, top_ids, top_names, top_scores and error
-    added for the image in each row's `content`, as `tfyard predict` gives them."""
+    added for the image in each row's `content` (or, without it, at its `path`), as
+    `tfyard predict` gives them."""
     return score(df, worker.job(run, top_k, batch_size, on_error))
 
 
@@ -28,13 +34,14 @@ def score(df, job: worker.Job):
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
-    missing = {"path", "content"} - set(df.columns)
+    missing = {"path"} - set(df.columns)
     if missing:
         raise UserError(f"the DataFrame lacks {', '.join(sorted(missing))}; read the images "
                         "with spark.read.format('binaryFile').load(...)")
     _cap_batches(df.sparkSession.conf, job.batch_size * BATCHES_PER_ARROW_BATCH)
     added = from_arrow_schema(worker.predicted_schema())
-    return df.mapInArrow(_scorer(job), StructType(df.schema.fields + added.fields))
+    content = "content" if "content" in df.columns else None
+    return df.mapInArrow(_scorer(job, content), StructType(df.schema.fields + added.fields))
 
 
 def _cap_batches(conf, rows: int) -> None:
@@ -42,12 +49,12 @@ def _cap_batches(conf, rows: int) -> None:
         conf.set(MAX_RECORDS, str(rows))
 
 
-def _scorer(job: worker.Job):
+def _scorer(job: worker.Job, content: str | None):
     def score_batches(batches):
         import pyarrow as pa
 
         added = worker.predicted_schema()
-        for batch, columns in worker.scored(job, batches, "path", "content"):
+        for batch, columns in worker.scored(job, batches, "path", content):
             yield pa.RecordBatch.from_arrays(batch.columns + columns,
                                              schema=pa.schema([*batch.schema, *added]))
 

@@ -78,11 +78,12 @@ def predictor(job: Job):
     return _loaded[key]
 
 
-def scored(job: Job, batches, path: str, content: str):
+def scored(job: Job, batches, path: str, content: str | None):
     """(batch, its predicted columns as Arrow arrays in `predicted_schema` order) for each
     Arrow batch with rows, all drawn through one Predictor pipeline, so a partition pays for
     one pipeline however many batches it has; with on_error="fail" the first unreadable
-    image fails the job."""
+    image fails the job. Without a `content` column each image is read by TensorFlow from
+    its path, in the pipeline's parallel reads (`readable`)."""
     import pyarrow as pa
 
     schema, held, rows = predicted_schema(), collections.deque(), []
@@ -91,8 +92,10 @@ def scored(job: Job, batches, path: str, content: str):
         for batch in batches:
             if batch.num_rows:
                 held.append(batch)
-                yield from zip(batch.column(path).to_pylist(), batch.column(content).to_pylist(),
-                               strict=True)
+                names = batch.column(path).to_pylist()
+                data = (map(readable, names) if content is None
+                        else batch.column(content).to_pylist())
+                yield from zip(names, data, strict=True)
 
     for row in predictor(job).rows(items()):
         if row["error"] and job.on_error == "fail":
@@ -103,6 +106,11 @@ def scored(job: Job, batches, path: str, content: str):
             yield held.popleft(), [pa.array([r[field.name] for r in rows], field.type)
                                    for field in schema]
             rows = []
+
+
+def readable(path: str) -> str:
+    """A path TensorFlow reads, for an engine's: Spark names local files `file:/...`."""
+    return path[len("file://"):] if path.startswith("file://") else path.removeprefix("file:")
 
 
 def driver_error(exc: BaseException) -> UserError | None:
