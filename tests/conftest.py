@@ -1,4 +1,5 @@
-"""Shared test set-up: quiet TensorFlow, no inherited cluster, a way to run the CLI."""
+"""Shared test set-up: quiet TensorFlow, no inherited cluster, a way to run the CLI, a local
+Ray for the modules that need one."""
 
 from __future__ import annotations
 
@@ -39,6 +40,28 @@ def run_tfyard(*args, env=None, timeout=600, cwd=None) -> subprocess.CompletedPr
         [sys.executable, "-m", "tfyard", *map(str, args)],
         capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd,
     )
+
+
+def python_prints(code: str) -> str:
+    """What `python -c CODE` prints, run in a fresh interpreter (for what an import loads)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """One local Ray for a module: 2 CPUs on 127.0.0.1, no dashboard, no usage stats."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray = pytest.importorskip("ray")
+    context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+                       log_to_driver=False)
+    try:
+        address = context.address_info["gcs_address"]
+        assert address.startswith("127.0.0.1:")
+        yield address
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="session")

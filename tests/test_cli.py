@@ -10,7 +10,7 @@ import sys
 from dataclasses import fields
 from types import MappingProxyType
 
-from tests.conftest import run_tfyard
+from tests.conftest import python_prints, run_tfyard
 from tfyard import __version__, platform
 from tfyard.cli import build_parser
 from tfyard.train.options import TrainOptions
@@ -22,8 +22,7 @@ LEGACY = json.dumps({"cluster": {"master": ["h:2222"], "ps": ["h:2223"], "worker
 def test_help_does_not_import_tensorflow():
     code = ("import sys; from tfyard.cli import build_parser; build_parser(); "
             "print('tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert python_prints(code) == "False"
 
 
 def test_help_and_version():

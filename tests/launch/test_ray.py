@@ -6,7 +6,6 @@ member, and restart after a SIGKILL."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import sys
@@ -26,17 +25,6 @@ from tests.train.test_user_models import MODELS  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-
-@pytest.fixture(scope="module")
-def ray_address():
-    context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                       log_to_driver=False)
-    try:
-        address = context.address_info["gcs_address"]
-        assert address.startswith("127.0.0.1:")
-        yield address
-    finally:
-        ray.shutdown()
 
 
 def train_command(out, work, *flags) -> list[str]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
+from tests.conftest import python_prints
 from tfyard.errors import UserError
 from tfyard.models import MODELS, ModelSpec, get_spec, min_input_size, model_names, resolve_alias
 
@@ -69,8 +67,7 @@ def test_min_input_size():
 def test_import_does_not_load_tensorflow():
     code = ("import sys, tfyard.models, tfyard.cli.models; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert python_prints(code) == "[]"
 
 
 def test_a_name_registers_once_with_its_builder():

@@ -5,7 +5,6 @@ it writes, then rerun into the same --output, leaves every row once."""
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -24,15 +23,6 @@ from tfyard.predict.worker import LOAD_LOG  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-
-@pytest.fixture(scope="module")
-def ray_address():
-    context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                       log_to_driver=False)
-    try:
-        yield context.address_info["gcs_address"]
-    finally:
-        ray.shutdown()
 
 
 def test_python_form_agrees_with_local_loading_once_per_actor(ray_address, run, few,
