@@ -10,6 +10,10 @@ Reported: images/sec from each process's wall time (engine start included) and f
 final line (the job alone), the ratio to local (target >= 0.8), and the peak RSS of the
 process tree (driver, JVM or Ray's processes, every worker), sampled every 0.2 s.
 
+`--copies K` scores every photo K times over (hard links in a folder beside them), so the
+engines' fixed start-up weighs less; comparing the rates at K=1 and K=4 gives the marginal
+rate of each side, start-up excluded.
+
 `--small_files N` is the memory check: N JPEGs of 32x24 and a `cifar_resnet20` run at
 32 px, each side once, the same figures.
 """
@@ -105,10 +109,25 @@ def small_files(root: str, count: int) -> None:
             os.path.join(folder, f"{i:06d}.jpg"), quality=90)
 
 
+def copied(data: str, copies: int) -> str:
+    """A folder beside `data` holding each of its images `copies` times, as hard links."""
+    folder = f"{data}-x{copies}"
+    if not os.path.isdir(folder):
+        for root, _, files in os.walk(data):
+            target = os.path.join(folder, os.path.relpath(root, data))
+            os.makedirs(target, exist_ok=True)
+            for name in files:
+                for copy in range(copies):
+                    os.link(os.path.join(root, name), os.path.join(target, f"{copy}-{name}"))
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--copies", type=int, default=1,
+                        help="score each photo this many times over (hard links)")
     parser.add_argument("--small_files", type=int, default=0,
                         help="the memory check instead: this many 32x24 JPEGs, one round")
     parser.add_argument("--work", help="reuse this directory (default: a temporary one)")
@@ -121,6 +140,8 @@ def main() -> None:
     if not os.path.isdir(os.path.join(run, "export")):
         train_run(data, run, *(("cifar_resnet20", "--image_size", "32") if args.small_files
                                else ("mobilenet_v1_025",)))
+    if args.copies > 1:
+        data, count = copied(data, args.copies), count * args.copies
     out = tempfile.mkdtemp(prefix="outputs-", dir=work)
     commands = sides(run, data, out)
     figures: dict[str, list[dict]] = {side: [] for side in commands}

@@ -1,4 +1,4 @@
-"""`tfyard predict --on spark|ray`: INPUT read by the engine itself, scored by its workers
+"""`tfyard predict --on spark|ray`: INPUT listed by the engine, read and scored by its workers
 (`spark.py`, `ray.py`), written by them as part files into `--output DIR`.
 
 Nothing passes through the driver but the final counts, read back from the parts' `error`
@@ -79,7 +79,8 @@ def on_spark(sc, plan: Plan) -> Outcome:
 
 
 def on_ray(plan: Plan) -> Outcome:
-    """Score with the Ray this process is connected to: `read_binary_files` reads INPUT."""
+    """Score with the Ray this process is connected to: a Dataset of INPUT's paths, which the
+    actors read (the driver holds the list once, as Ray's own file readers hold theirs)."""
     import ray
 
     from tfyard.predict.ray import score
