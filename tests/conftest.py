@@ -13,6 +13,9 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+# Read when Ray is imported: no usage stats, and every Ray address on loopback.
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +54,6 @@ def python_prints(code: str) -> str:
 @pytest.fixture(scope="module")
 def ray_address():
     """One local Ray for a module: 2 CPUs on 127.0.0.1, no dashboard, no usage stats."""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     ray = pytest.importorskip("ray")
     context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
                        log_to_driver=False)

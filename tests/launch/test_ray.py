@@ -13,9 +13,6 @@ import time
 
 import pytest
 
-# Before Ray is imported: no usage stats, and every Ray address on loopback.
-os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 ray = pytest.importorskip("ray")
 
 from tests.launch import helpers  # noqa: E402

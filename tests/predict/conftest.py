@@ -71,6 +71,13 @@ def local_classes(run, few) -> dict:
     return {Path(row["path"]).name: row["class_name"] for row in tfyard.predict(run, [few])}
 
 
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so predict draws its progress bar into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def same_as_local(rows, local_classes: dict) -> None:
     """One row per file, no duplicates, every class as local predict's, the broken file's
     error in its row."""

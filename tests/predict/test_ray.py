@@ -1,11 +1,11 @@
 """Predict on a real local Ray (2 CPUs on 127.0.0.1, one for the module): the Python form on
 a read_binary_files Dataset gives local predict's classes, the broken file contained, each
 actor loading the model once for all its batches; `tfyard predict --on ray` SIGKILLed while
-it writes, then rerun into the same --output, leaves every row once."""
+it writes, then rerun into the same --output, leaves every row once, under local predict's
+progress bar."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 ray = pytest.importorskip("ray")
 
-from tests.predict.conftest import same_as_local  # noqa: E402
+from tests.predict.conftest import Terminal, same_as_local  # noqa: E402
 from tfyard.cli import main  # noqa: E402
 from tfyard.predict.worker import LOAD_LOG  # noqa: E402
 
@@ -42,7 +41,8 @@ def test_python_form_agrees_with_local_loading_once_per_actor(ray_address, run, 
 
 
 def test_killed_and_rerun_into_the_same_output_leaves_every_row_once(ray_address, run, few,
-                                                                    local_classes, tmp_path):
+                                                                    local_classes, tmp_path,
+                                                                    monkeypatch):
     import pyarrow.parquet as pq
 
     out = tmp_path / "rows"
@@ -57,7 +57,9 @@ def test_killed_and_rerun_into_the_same_output_leaves_every_row_once(ray_address
     job.send_signal(signal.SIGKILL)
     assert job.wait() == -signal.SIGKILL and not out.exists()
 
+    monkeypatch.setattr(sys, "stderr", Terminal())
     assert main(["predict", "--output_dir", str(run), str(few), "--on", "ray",
                  "--batch_size", "1", "--output", str(out)]) == 0
+    assert "8/8" in sys.stderr.getvalue()  # local predict's bar, fed by the actors' counts
     same_as_local(pq.read_table(out).to_pylist(), local_classes)
     assert [p.name for p in Path(tmp_path).iterdir() if p.name.startswith(".")] == []

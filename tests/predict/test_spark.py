@@ -6,11 +6,12 @@ jobs; `--on_error fail` is one line naming the file."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.predict.conftest import same_as_local
+from tests.predict.conftest import Terminal, same_as_local
 from tfyard.cli import main
 from tfyard.predict.worker import LOAD_LOG
 
@@ -46,8 +47,10 @@ def test_python_form_and_cli_agree_with_local_loading_once_per_worker(
     same_as_local([row.asDict() for row in by_path.collect()], local_classes)
 
     out = tmp_path / "rows"
+    monkeypatch.setattr(sys, "stderr", Terminal())
     assert main(["predict", "--output_dir", str(run), str(few), "--on", "spark",
                  "--batch_size", "1", "--output", str(out)]) == 0
+    assert "8/8" in sys.stderr.getvalue()  # local predict's bar, fed by an accumulator
     same_as_local(pq.read_table(out).to_pylist(), local_classes)
     assert pq.read_table(out).column_names == ["path", "class_id", "class_name", "score",
                                                "top_ids", "top_names", "top_scores", "error"]

@@ -86,7 +86,7 @@ def _predict_at_scale(args):
     from tfyard.launch.spark import spark_context
 
     master = args.master or f"local[{args.workers or '*'}]"
-    conf = [f"spark.ui.showConsoleProgress={str(sys.stderr.isatty()).lower()}"]
+    conf = ["spark.ui.showConsoleProgress=false"]   # predict's own bar shows instead
     if args.master and args.workers:
         conf.append(f"spark.executor.instances={args.workers}")
     with spark_context(master, conf, "tfyard predict") as sc:

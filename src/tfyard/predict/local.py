@@ -103,7 +103,7 @@ def predict_files(run: str, inputs: list[str], output: str | None = None,
     outcome = Outcome()
     files = listing.image_files(inputs)
     rows = _counted(predictor.rows((path, path) for path in files), outcome, on_error)
-    with _progress(inputs) as advance, table(output, fmt, COLUMNS) as writer:
+    with progress(inputs) as advance, table(output, fmt, COLUMNS) as writer:
         for row in rows:
             writer.write(row)
             advance()
@@ -135,16 +135,18 @@ def predict_rows(run: str, inputs, top_k: int = 5, batch_size: int = 32,
     return list(_counted(predictor.rows(items()), Outcome(), on_error))
 
 
-class _progress:
+class progress:
     """files/sec and ETA on stderr when it is a terminal (the table may be on stdout): a
-    `rich` bar as training shows its epochs; nothing off a terminal."""
+    `rich` bar as training shows its epochs; nothing off a terminal (`shown` is False).
+    Entering gives `advance(files=1)`; `predict --on spark|ray` shows the same bar."""
 
     def __init__(self, inputs: list[str]):
         self.inputs, self.display = inputs, None
+        self.shown = sys.stderr.isatty()
 
     def __enter__(self):
-        if not sys.stderr.isatty():
-            return lambda: None
+        if not self.shown:
+            return lambda files=1: None
         import rich.progress as bar
         from rich.console import Console
 
@@ -158,8 +160,8 @@ class _progress:
         self.display.start()
         start = time.monotonic()
 
-        def advance():
-            done = self.display.tasks[0].completed + 1
+        def advance(files=1):
+            done = self.display.tasks[0].completed + files
             rate = done / max(time.monotonic() - start, 1e-9)
             self.display.update(task, completed=done, rate=f"{rate:.0f} files/s")
 

@@ -22,10 +22,11 @@ BATCHES_PER_CALL = {"bytes": 4, "path": 16}
 
 
 class Scorer:
-    """One per actor: the model loaded at construction, then one call per batch."""
+    """One per actor: the model loaded at construction, then one call per batch, each
+    counted to `scored` (a Counter actor) when given."""
 
-    def __init__(self, job: worker.Job):
-        self.job = job
+    def __init__(self, job: worker.Job, scored=None):
+        self.job, self.scored = job, scored
         worker.predictor(job)
 
     def __call__(self, table):
@@ -39,7 +40,22 @@ class Scorer:
         for field, column in zip(schema, scored[0] if scored else schema.empty_table().columns,
                                  strict=True):
             table = table.append_column(field, column)
+        if self.scored is not None:
+            self.scored.add.remote(table.num_rows)
         return table
+
+
+class Counter:
+    """The files scored so far: the Scorers add to it, `tfyard predict`'s bar reads it."""
+
+    def __init__(self):
+        self.files = 0
+
+    def add(self, files: int) -> None:
+        self.files += files
+
+    def value(self) -> int:
+        return self.files
 
 
 def predict(ds, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip",
@@ -53,14 +69,15 @@ def predict(ds, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip
     return score(ds, worker.job(run, top_k, batch_size, on_error), workers)
 
 
-def score(ds, job: worker.Job, workers: int | None = None, by_path: bool = False):
-    """`predict` for a checked Job (`tfyard predict --on ray` makes one first); `by_path`
-    when `ds` holds paths alone."""
+def score(ds, job: worker.Job, workers: int | None = None, scored=None,
+          by_path: bool = False):
+    """`predict` for a checked Job (`tfyard predict --on ray` makes one first), counting to
+    the Counter actor `scored` when given; `by_path` when `ds` holds paths alone."""
     import ray
 
     cpus = ray.cluster_resources().get("CPU", 1)
     workers = workers or max(1, int(cpus))
     rows = job.batch_size * BATCHES_PER_CALL["path" if by_path else "bytes"]
-    return ds.map_batches(Scorer, fn_constructor_args=(job,), batch_format="pyarrow",
+    return ds.map_batches(Scorer, fn_constructor_args=(job, scored), batch_format="pyarrow",
                           batch_size=rows, concurrency=workers,
                           num_cpus=max(0.0, min(1.0, (cpus - 1) / workers)))

@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from tfyard.errors import UserError
 from tfyard.platform import is_remote
 from tfyard.predict import inputs as listing
 from tfyard.predict import worker
-from tfyard.predict.local import Outcome
+from tfyard.predict.local import Outcome, progress
 from tfyard.predict.writers import LIST_COLUMNS, arrow_schema, format_of
 
 ENGINES = ("spark", "ray")
@@ -71,11 +72,12 @@ def on_spark(sc, plan: Plan) -> Outcome:
     images = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
               .option("pathGlobFilter", f"*.{{{patterns},{patterns.upper()}}}")
               .load(plan.inputs).select("path"))   # the workers read each file themselves
-    rows = score(images, plan.job).select(*arrow_schema().names)
+    scored = sc.accumulator(0)   # merged as each task ends
+    rows = score(images, plan.job, scored).select(*arrow_schema().names)
     if plan.fmt == "csv":
         rows = rows.withColumns({name: functions.to_json(name) for name in LIST_COLUMNS})
     writer = rows.write.mode("overwrite").format(ARROW_FORMATS[plan.fmt]).option("header", True)
-    return _written(plan, writer.save)
+    return _written(plan, writer.save, lambda: scored.value)
 
 
 def on_ray(plan: Plan) -> Outcome:
@@ -83,16 +85,19 @@ def on_ray(plan: Plan) -> Outcome:
     actors read (the driver holds the list once, as Ray's own file readers hold theirs)."""
     import ray
 
-    from tfyard.predict.ray import score
+    from tfyard.predict.ray import Counter, score
 
     images = ray.data.from_items([{"path": path} for path in
                                   listing.image_files(plan.inputs)])  # the actors read them
-    rows = score(images, plan.job, plan.workers, by_path=True).select_columns(arrow_schema().names)
+    ray.data.DataContext.get_current().enable_progress_bars = False  # predict's bar shows
+    scored = ray.remote(num_cpus=0)(Counter).remote()
+    rows = score(images, plan.job, plan.workers, scored, by_path=True).select_columns(
+        arrow_schema().names)
     if plan.fmt == "csv":
         rows = rows.map_batches(_lists_as_json, batch_format="pyarrow")
     write = {"parquet": rows.write_parquet, "jsonl": rows.write_json,
              "csv": rows.write_csv}[plan.fmt]
-    return _written(plan, write)
+    return _written(plan, write, lambda: ray.get(scored.value.remote()))
 
 
 def _lists_as_json(table):
@@ -105,10 +110,13 @@ def _lists_as_json(table):
     return table
 
 
-def _written(plan: Plan, write) -> Outcome:
-    """Run the engine's `write(staging)`, count the rows, and put the parts in place."""
+def _written(plan: Plan, write, scored) -> Outcome:
+    """Run the engine's `write(staging)` under local predict's progress bar, fed by
+    `scored()` (the files scored so far, as the engine reports them), count the rows, and
+    put the parts in place."""
     start = time.monotonic()
-    with _staged(plan.output) as staging:
+    with _staged(plan.output) as staging, progress(plan.inputs) as advance, \
+            _following(scored, advance):
         try:
             write(staging)
         except Exception as exc:  # the engine wraps a worker's failure in its own error
@@ -116,6 +124,32 @@ def _written(plan: Plan, write) -> Outcome:
         outcome = _counted(staging, plan.fmt)
     outcome.seconds = time.monotonic() - start
     return outcome
+
+
+@contextlib.contextmanager
+def _following(scored, advance, every: float = 0.5):
+    """Poll `scored()` in a thread while the engine works, advancing the bar by the news,
+    and once more when it is done (not after a failure: the engine may be gone)."""
+    stop, seen = threading.Event(), 0
+
+    def catch_up():
+        nonlocal seen
+        now = scored()
+        advance(now - seen)
+        seen = now
+
+    def follow():
+        while not stop.wait(every):
+            catch_up()
+
+    thread = threading.Thread(target=follow, name="tfyard-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    catch_up()
 
 
 @contextlib.contextmanager

@@ -29,8 +29,9 @@ def predict(df, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip
     return score(df, worker.job(run, top_k, batch_size, on_error))
 
 
-def score(df, job: worker.Job):
-    """`predict` for a checked Job (`tfyard predict --on spark` makes one first)."""
+def score(df, job: worker.Job, scored=None):
+    """`predict` for a checked Job (`tfyard predict --on spark` makes one first), adding
+    each batch's rows to the accumulator `scored` when given."""
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -41,7 +42,7 @@ def score(df, job: worker.Job):
     _cap_batches(df.sparkSession.conf, job.batch_size * BATCHES_PER_ARROW_BATCH)
     added = from_arrow_schema(worker.predicted_schema())
     content = "content" if "content" in df.columns else None
-    return df.mapInArrow(_scorer(job, content), StructType(df.schema.fields + added.fields))
+    return df.mapInArrow(_scorer(job, content, scored), StructType(df.schema.fields + added.fields))
 
 
 def _cap_batches(conf, rows: int) -> None:
@@ -49,7 +50,7 @@ def _cap_batches(conf, rows: int) -> None:
         conf.set(MAX_RECORDS, str(rows))
 
 
-def _scorer(job: worker.Job, content: str | None):
+def _scorer(job: worker.Job, content: str | None, scored):
     def score_batches(batches):
         import pyarrow as pa
 
@@ -57,5 +58,7 @@ def _scorer(job: worker.Job, content: str | None):
         for batch, columns in worker.scored(job, batches, "path", content):
             yield pa.RecordBatch.from_arrays(batch.columns + columns,
                                              schema=pa.schema([*batch.schema, *added]))
+            if scored is not None:
+                scored.add(batch.num_rows)
 
     return score_batches
