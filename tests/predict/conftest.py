@@ -53,13 +53,15 @@ def run(folder, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def few(folder, tmp_path_factory) -> Path:
-    """Seven validation images and one broken file, for the Spark and Ray tests."""
+    """Eight validation images (one named `.JpG`) and one broken file, for the Spark and
+    Ray tests."""
     root = tmp_path_factory.mktemp("few")
     for label in COLOURS:
         for i in range(2 + (label == "red")):
             (root / f"{label}{i}.jpg").write_bytes((folder / "validation" / label /
                                                      f"{i}.jpg").read_bytes())
     (root / "broken.jpg").write_bytes(b"not a jpeg")
+    (root / "upper.JpG").write_bytes((folder / "validation" / "red" / "5.jpg").read_bytes())
     return root
 
 

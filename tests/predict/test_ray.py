@@ -60,6 +60,6 @@ def test_killed_and_rerun_into_the_same_output_leaves_every_row_once(ray_address
     monkeypatch.setattr(sys, "stderr", Terminal())
     assert main(["predict", "--output_dir", str(run), str(few), "--on", "ray",
                  "--batch_size", "1", "--output", str(out)]) == 0
-    assert "8/8" in sys.stderr.getvalue()  # local predict's bar, fed by the actors' counts
+    assert "9/9" in sys.stderr.getvalue()  # local predict's bar, fed by the actors' counts
     same_as_local(pq.read_table(out).to_pylist(), local_classes)
     assert [p.name for p in Path(tmp_path).iterdir() if p.name.startswith(".")] == []

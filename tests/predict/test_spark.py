@@ -50,7 +50,7 @@ def test_python_form_and_cli_agree_with_local_loading_once_per_worker(
     monkeypatch.setattr(sys, "stderr", Terminal())
     assert main(["predict", "--output_dir", str(run), str(few), "--on", "spark",
                  "--batch_size", "1", "--output", str(out)]) == 0
-    assert "8/8" in sys.stderr.getvalue()  # local predict's bar, fed by an accumulator
+    assert "9/9" in sys.stderr.getvalue()  # local predict's bar, fed by an accumulator
     same_as_local(pq.read_table(out).to_pylist(), local_classes)
     assert pq.read_table(out).column_names == ["path", "class_id", "class_name", "score",
                                                "top_ids", "top_names", "top_scores", "error"]

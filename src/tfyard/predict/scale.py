@@ -68,9 +68,10 @@ def on_spark(sc, plan: Plan) -> Outcome:
     # task pays for its own tf.data pipeline, so pack by bytes: 4 tasks a core.
     spark.conf.set("spark.sql.files.openCostInBytes", str(OPEN_COST))
     spark.conf.set("spark.sql.files.minPartitionNum", str(4 * sc.defaultParallelism))
-    patterns = ",".join(e.lstrip(".") for e in listing.EXTENSIONS)
+    any_case = ",".join("".join(f"[{c}{c.upper()}]" for c in e.lstrip("."))  # .JpG too
+                        for e in listing.EXTENSIONS)
     images = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-              .option("pathGlobFilter", f"*.{{{patterns},{patterns.upper()}}}")
+              .option("pathGlobFilter", f"*.{{{any_case}}}")
               .load(plan.inputs).select("path"))   # the workers read each file themselves
     scored = sc.accumulator(0)   # merged as each task ends
     rows = score(images, plan.job, scored).select(*arrow_schema().names)
