@@ -130,6 +130,8 @@ def main() -> None:
                         help="score each photo this many times over (hard links)")
     parser.add_argument("--small_files", type=int, default=0,
                         help="the memory check instead: this many 32x24 JPEGs, one round")
+    parser.add_argument("--sides", default="local,spark,ray",
+                        help="which to run, comma-separated (default: all three)")
     parser.add_argument("--work", help="reuse this directory (default: a temporary one)")
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="predict-scale-bench-")
@@ -143,7 +145,8 @@ def main() -> None:
     if args.copies > 1:
         data, count = copied(data, args.copies), count * args.copies
     out = tempfile.mkdtemp(prefix="outputs-", dir=work)
-    commands = sides(run, data, out)
+    commands = {side: command for side, command in sides(run, data, out).items()
+                if side in args.sides.split(",")}
     figures: dict[str, list[dict]] = {side: [] for side in commands}
     for round_number in range(rounds):
         order = list(commands)[round_number % 3:] + list(commands)[:round_number % 3]
@@ -158,8 +161,9 @@ def main() -> None:
     result = {"images": count, "rounds": rounds, "sides": {side: {
         "wall_images_per_sec": round(rate(side, "wall"), 1),
         "job_images_per_sec": round(rate(side, "job"), 1),
-        "over_local_wall": round(rate(side, "wall") / rate("local", "wall"), 2),
-        "over_local_job": round(rate(side, "job") / rate("local", "job"), 2),
+        **({"over_local_wall": round(rate(side, "wall") / rate("local", "wall"), 2),
+            "over_local_job": round(rate(side, "job") / rate("local", "job"), 2)}
+           if "local" in figures else {}),
         "peak_rss_mb": round(max(f["peak_rss_mb"] for f in figures[side]))}
         for side in commands}}
     print(json.dumps(result, indent=2))
