@@ -137,15 +137,14 @@ def predict_rows(run: str, inputs, top_k: int = 5, batch_size: int = 32,
 
 class progress:
     """files/sec and ETA on stderr when it is a terminal (the table may be on stdout): a
-    `rich` bar as training shows its epochs; nothing off a terminal (`shown` is False).
-    Entering gives `advance(files=1)`; `predict --on spark|ray` shows the same bar."""
+    `rich` bar as training shows its epochs; nothing off a terminal. Entering gives
+    `advance(files=1)`; `predict --on spark|ray` shows the same bar."""
 
     def __init__(self, inputs: list[str]):
         self.inputs, self.display = inputs, None
-        self.shown = sys.stderr.isatty()
 
     def __enter__(self):
-        if not self.shown:
+        if not sys.stderr.isatty():
             return lambda files=1: None
         import rich.progress as bar
         from rich.console import Console
