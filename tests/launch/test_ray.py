@@ -23,7 +23,6 @@ from tests.train.test_user_models import MODELS  # noqa: E402
 pytestmark = pytest.mark.ray
 
 
-
 def train_command(out, work, *flags) -> list[str]:
     return [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
             "--work_dir", str(work), "--no_export", *map(str, flags)]

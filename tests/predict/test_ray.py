@@ -23,7 +23,6 @@ from tfyard.predict.worker import LOAD_LOG  # noqa: E402
 pytestmark = pytest.mark.ray
 
 
-
 def test_python_form_agrees_with_local_loading_once_per_actor(ray_address, run, few,
                                                               local_classes, tmp_path,
                                                               monkeypatch):
