@@ -41,8 +41,9 @@ def register(commands) -> None:
                          help="an unreadable image: a row with its error (skip, default), or "
                          "stop with no output (fail)")
     scale = predict.add_argument_group(
-        "at scale", "--on spark|ray: the engine reads INPUT and its workers score it (the "
-        "model loaded once each; RUN must be readable on every worker) into --output DIR, "
+        "at scale", "--on spark|ray: the engine lists INPUT and its workers read and score "
+        "it (the model loaded once each; RUN and INPUT must be readable on every worker) into "
+        "--output DIR, "
         "part files (parquet by default) that replace DIR whole when all are written")
     scale.add_argument("--on", choices=("local", "spark", "ray"), default="local",
                        help="where to predict (default: this process)")

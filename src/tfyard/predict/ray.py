@@ -79,5 +79,5 @@ def score(ds, job: worker.Job, workers: int | None = None, scored=None,
     workers = workers or max(1, int(cpus))
     rows = job.batch_size * BATCHES_PER_CALL["path" if by_path else "bytes"]
     return ds.map_batches(Scorer, fn_constructor_args=(job, scored), batch_format="pyarrow",
-                          batch_size=rows, concurrency=workers,
+                          batch_size=rows, compute=ray.data.ActorPoolStrategy(size=workers),
                           num_cpus=max(0.0, min(1.0, (cpus - 1) / workers)))

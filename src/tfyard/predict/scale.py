@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import logging
 import os
 import shutil
 import threading
@@ -91,6 +92,7 @@ def on_ray(plan: Plan) -> Outcome:
     images = ray.data.from_items([{"path": path} for path in
                                   listing.image_files(plan.inputs)])  # the actors read them
     ray.data.DataContext.get_current().enable_progress_bars = False  # predict's bar shows
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # nor its progress as log lines
     scored = ray.remote(num_cpus=0)(Counter).remote()
     rows = score(images, plan.job, plan.workers, scored, by_path=True).select_columns(
         arrow_schema().names)
