@@ -22,6 +22,12 @@ from tfyard.data.preprocess import Preprocessing, eval_image
 from tfyard.errors import UserError, plain_op_error
 from tfyard.predict.signature import METADATA_ENDPOINT, class_probabilities
 
+# tf.data's autotuner, on 2 cores, now and then settles a pipeline at 2/3 of its rate (188
+# against 285 photos/s, `benchmarks/RESULTS.md`); without it the decodes run one per core and
+# the batches are prefetched two ahead, steadily.
+STEADY = tf.data.Options()
+STEADY.autotune.enabled = False
+
 COLUMNS = ("path", "class_id", "class_name", "score", "top_ids", "top_names", "top_scores",
            "error")
 
@@ -80,7 +86,8 @@ class Predictor:
             tf.TensorSpec([], tf.string)))
         dataset = dataset.map(self._prepare, num_parallel_calls=tf.data.AUTOTUNE,
                               deterministic=True).ignore_errors()
-        for indices, images in dataset.batch(self.batch_size).prefetch(2):
+        for indices, images in dataset.batch(self.batch_size).prefetch(2).with_options(
+                STEADY):
             scores, ids = (t.numpy() for t in self._score(images))
             for index, top_scores, top_ids in zip(indices.numpy(), scores, ids, strict=True):
                 while pending[0][0] != index:

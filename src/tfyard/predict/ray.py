@@ -9,8 +9,9 @@ held every CPU would wait forever for batches nobody can read.
 
 A Dataset of `path` alone has each image read by the actor's TensorFlow from that path (which
 every actor must then read), and no bytes pass through Ray's object store. Each call is one
-tf.data pipeline that fills and drains, so calls of paths, which weigh nothing, are 16 model
-batches; calls of bytes, held in memory, 4 (`benchmarks/RESULTS.md` has both).
+tf.data pipeline that fills and drains, so calls of paths, which weigh nothing, are 48 model
+batches; calls of bytes, held in memory, 4 (`benchmarks/RESULTS.md` has both). Progress is
+counted a model batch at a time, however long a call.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from __future__ import annotations
 from tfyard.errors import UserError
 from tfyard.predict import worker
 
-BATCHES_PER_CALL = {"bytes": 4, "path": 16}
+BATCHES_PER_CALL = {"bytes": 4, "path": 48}
 
 
 class Scorer:
-    """One per actor: the model loaded at construction, then one call per batch, each
-    counted to `scored` (a Counter actor) when given."""
+    """One per actor: the model loaded at construction, then one call per batch, counted to
+    `scored` (a Counter actor), when given, a model batch at a time."""
 
     def __init__(self, job: worker.Job, scored=None):
         self.job, self.scored = job, scored
@@ -36,12 +37,12 @@ class Scorer:
                                   "include_paths=True)")
         content = "bytes" if "bytes" in table.column_names else None
         schema = worker.predicted_schema()
-        scored = [columns for _, columns in worker.scored(self.job, [table], "path", content)]
+        counted = None if self.scored is None else self.scored.add.remote
+        scored = [columns for _, columns in worker.scored(self.job, [table], "path", content,
+                                                          counted)]
         for field, column in zip(schema, scored[0] if scored else schema.empty_table().columns,
                                  strict=True):
             table = table.append_column(field, column)
-        if self.scored is not None:
-            self.scored.add.remote(table.num_rows)
         return table
 
 
@@ -66,18 +67,38 @@ def predict(ds, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip
     one CPU each."""
     if workers is not None and workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
-    return score(ds, worker.job(run, top_k, batch_size, on_error), workers)
+    job = worker.job(run, top_k, batch_size, on_error)
+    return score(ds, job, workers, rows=job.batch_size * BATCHES_PER_CALL["bytes"])
+
+
+def score_paths(paths: list[str], job: worker.Job, workers: int | None = None, scored=None):
+    """`score` for the files at `paths`, which the actors read, in calls of up to 48 model
+    batches, at least one per actor: each call a block of its own, as Ray would otherwise cut
+    calls from bundles of blocks, handing each bundle's remainder over as a call of a few
+    rows, which costs nearly a full call's pipeline."""
+    import ray
+
+    workers = pool_size(workers)
+    calls = max(workers, -(-len(paths) // (job.batch_size * BATCHES_PER_CALL["path"])))
+    ds = ray.data.from_items([{"path": path} for path in paths],
+                             override_num_blocks=max(1, min(calls, len(paths))))
+    return score(ds, job, workers, scored)
+
+
+def pool_size(workers: int | None) -> int:
+    """`workers`, or by default one actor per CPU of the cluster."""
+    import ray
+
+    return workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
 def score(ds, job: worker.Job, workers: int | None = None, scored=None,
-          by_path: bool = False):
+          rows: int | None = None):
     """`predict` for a checked Job (`tfyard predict --on ray` makes one first), counting to
-    the Counter actor `scored` when given; `by_path` when `ds` holds paths alone."""
+    the Counter actor `scored` when given, in calls of `rows` rows (None: a block a call)."""
     import ray
 
-    cpus = ray.cluster_resources().get("CPU", 1)
-    workers = workers or max(1, int(cpus))
-    rows = job.batch_size * BATCHES_PER_CALL["path" if by_path else "bytes"]
+    cpus, workers = ray.cluster_resources().get("CPU", 1), pool_size(workers)
     return ds.map_batches(Scorer, fn_constructor_args=(job, scored), batch_format="pyarrow",
                           batch_size=rows, compute=ray.data.ActorPoolStrategy(size=workers),
                           num_cpus=max(0.0, min(1.0, (cpus - 1) / workers)))

@@ -29,7 +29,8 @@ from tfyard.predict.writers import LIST_COLUMNS, arrow_schema, format_of
 
 ENGINES = ("spark", "ray")
 ARROW_FORMATS = {"parquet": "parquet", "jsonl": "json", "csv": "csv"}
-OPEN_COST = 16 * 1024   # bytes Spark counts for opening a file when it packs tasks
+OPEN_COST = 64 * 1024   # bytes Spark counts for opening a file when it packs tasks
+TASK_BYTES = 512 * 2**20
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,14 @@ def on_spark(sc, plan: Plan) -> Outcome:
     from tfyard.predict.spark import score
 
     spark = SparkSession(sc)
-    # Spark packs files into tasks as if each cost 4 MB to open, ~30 photos a task; each
-    # task pays for its own tf.data pipeline, so pack by bytes: 4 tasks a core.
+    # Spark packs files into tasks by bytes, counting 4 MB for opening each: ~30 photos a
+    # task. Each task pays ~0.6 s of a worker for its own tf.data pipeline, so count what a
+    # file's handling costs beyond its bytes (~2 ms a small file, ~7 ms a 185 KB photo: as
+    # much as 64 KB more JPEG) and pack ~13 s of a worker's time a task, 2 tasks a core or
+    # more.
     spark.conf.set("spark.sql.files.openCostInBytes", str(OPEN_COST))
-    spark.conf.set("spark.sql.files.minPartitionNum", str(4 * sc.defaultParallelism))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(TASK_BYTES))
+    spark.conf.set("spark.sql.files.minPartitionNum", str(2 * sc.defaultParallelism))
     any_case = ",".join("".join(f"[{c}{c.upper()}]" for c in e.lstrip("."))  # .JpG too
                         for e in listing.EXTENSIONS)
     images = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
@@ -87,15 +92,13 @@ def on_ray(plan: Plan) -> Outcome:
     actors read (the driver holds the list once, as Ray's own file readers hold theirs)."""
     import ray
 
-    from tfyard.predict.ray import Counter, score
+    from tfyard.predict.ray import Counter, score_paths
 
-    images = ray.data.from_items([{"path": path} for path in
-                                  listing.image_files(plan.inputs)])  # the actors read them
     ray.data.DataContext.get_current().enable_progress_bars = False  # predict's bar shows
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # nor its progress as log lines
     scored = ray.remote(num_cpus=0)(Counter).remote()
-    rows = score(images, plan.job, plan.workers, scored, by_path=True).select_columns(
-        arrow_schema().names)
+    rows = score_paths(list(listing.image_files(plan.inputs)), plan.job, plan.workers,
+                       scored).select_columns(arrow_schema().names)
     if plan.fmt == "csv":
         rows = rows.map_batches(_lists_as_json, batch_format="pyarrow")
     write = {"parquet": rows.write_parquet, "jsonl": rows.write_json,

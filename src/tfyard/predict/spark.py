@@ -55,10 +55,9 @@ def _scorer(job: worker.Job, content: str | None, scored):
         import pyarrow as pa
 
         added = worker.predicted_schema()
-        for batch, columns in worker.scored(job, batches, "path", content):
+        counted = None if scored is None else scored.add
+        for batch, columns in worker.scored(job, batches, "path", content, counted):
             yield pa.RecordBatch.from_arrays(batch.columns + columns,
                                              schema=pa.schema([*batch.schema, *added]))
-            if scored is not None:
-                scored.add(batch.num_rows)
 
     return score_batches

@@ -78,12 +78,13 @@ def predictor(job: Job):
     return _loaded[key]
 
 
-def scored(job: Job, batches, path: str, content: str | None):
+def scored(job: Job, batches, path: str, content: str | None, counted=None):
     """(batch, its predicted columns as Arrow arrays in `predicted_schema` order) for each
     Arrow batch with rows, all drawn through one Predictor pipeline, so a partition pays for
     one pipeline however many batches it has; with on_error="fail" the first unreadable
     image fails the job. Without a `content` column each image is read by TensorFlow from
-    its path, in the pipeline's parallel reads (`readable`)."""
+    its path, in the pipeline's parallel reads (`readable`). `counted(n)`, when given, hears
+    of every model batch's rows as they come out, for a progress bar."""
     import pyarrow as pa
 
     schema, held, rows = predicted_schema(), collections.deque(), []
@@ -102,6 +103,9 @@ def scored(job: Job, batches, path: str, content: str | None):
             raise failure(f"{row['path']}: {row['error']} (--on_error skip gives it a row "
                           "with the error and goes on)")
         rows.append(row)
+        if counted is not None and (len(rows) % job.batch_size == 0
+                                    or len(rows) == held[0].num_rows):
+            counted(len(rows) % job.batch_size or job.batch_size)
         if len(rows) == held[0].num_rows:
             yield held.popleft(), [pa.array([r[field.name] for r in rows], field.type)
                                    for field in schema]
