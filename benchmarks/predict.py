@@ -16,6 +16,9 @@ It also reports the JPEG scale `data.preprocess.eval_image` picks for these file
 predictions stay those of evaluation: `tfyard evaluate`'s top-1 on the run's held-out images
 against `tfyard predict`'s on the same files (the same function decides the scale for both),
 and how many top-1 classes a full-size decode would change.
+
+The same photos and run, scored by `--on spark` and `--on ray` against a local predict:
+`predict_at_scale.py` (issue 32).
 """
 
 from __future__ import annotations

@@ -94,8 +94,8 @@ def pool_size(workers: int | None) -> int:
 
 def score(ds, job: worker.Job, workers: int | None = None, scored=None,
           rows: int | None = None):
-    """`predict` for a checked Job (`tfyard predict --on ray` makes one first), counting to
-    the Counter actor `scored` when given, in calls of `rows` rows (None: a block a call)."""
+    """`predict` for a checked Job, counting to the Counter actor `scored` when given, in
+    calls of `rows` rows (None: a block a call)."""
     import ray
 
     cpus, workers = ray.cluster_resources().get("CPU", 1), pool_size(workers)
