@@ -62,3 +62,10 @@ def _writing(pid: int, directory) -> bool:
                    for fd in os.listdir(fds))
     except OSError:
         return False
+
+
+def test_the_final_line_gives_a_slow_rate_in_tenths():
+    from tfyard.predict.local import Outcome
+
+    assert "(0.5 files/s)" in Outcome(predicted=9, seconds=18.1).line(None)
+    assert "(224 files/s); wrote rows/" in Outcome(predicted=6000, seconds=26.8).line("rows/")

@@ -56,11 +56,16 @@ class Outcome:
     seconds: float = 0.0
 
     def line(self, output: str | None) -> str:
-        rate = f" ({self.predicted / self.seconds:.0f} files/s)" if self.seconds else ""
+        rate = f" ({files_per_second(self.predicted / self.seconds)})" if self.seconds else ""
         text = f"tfyard: predicted {self.predicted} file(s) in {self.seconds:.1f}s{rate}"
         if self.unreadable:
             text += f", {self.unreadable} unreadable (first: {self.first_problem})"
         return text + (f"; wrote {output}" if output else "")
+
+
+def files_per_second(rate: float) -> str:
+    """A rate as people read it: whole files, or tenths below 10 (not "0 files/s")."""
+    return f"{rate:.0f} files/s" if rate >= 10 else f"{rate:.1f} files/s"
 
 
 def _problem(row: dict) -> str:
@@ -162,7 +167,7 @@ class progress:
         def advance(files=1):
             done = self.display.tasks[0].completed + files
             rate = done / max(time.monotonic() - start, 1e-9)
-            self.display.update(task, completed=done, rate=f"{rate:.0f} files/s")
+            self.display.update(task, completed=done, rate=files_per_second(rate))
 
         return advance
 

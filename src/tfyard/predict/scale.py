@@ -96,6 +96,7 @@ def on_ray(plan: Plan) -> Outcome:
 
     ray.data.DataContext.get_current().enable_progress_bars = False  # predict's bar shows
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # nor its progress as log lines
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # nor that
     scored = ray.remote(num_cpus=0)(Counter).remote()
     rows = score_paths(list(listing.image_files(plan.inputs)), plan.job, plan.workers,
                        scored).select_columns(arrow_schema().names)
