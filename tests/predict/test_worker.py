@@ -27,3 +27,13 @@ def test_loaded_once_per_process_and_an_unreadable_model_names_the_worker(run, t
     assert error.startswith(f"the model {tmp_path / 'gone'} cannot be read on worker "
                             f"{socket.gethostname()} (pid {os.getpid()})")
     assert "\n" not in error
+
+
+def test_a_worker_uses_the_threads_its_engine_gives_it(run):
+    from tests.conftest import python_prints
+
+    code = ("import tensorflow as tf; from tfyard.predict import worker; "
+            f"worker.predictor(worker.Job({worker.job(run).saved_model!r}, threads=1)); "
+            "print(tf.config.threading.get_intra_op_parallelism_threads(), "
+            "tf.config.threading.get_inter_op_parallelism_threads())")
+    assert python_prints(code) == "1 1"

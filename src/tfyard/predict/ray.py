@@ -16,6 +16,8 @@ counted a model batch at a time, however long a call.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tfyard.errors import UserError
 from tfyard.predict import worker
 
@@ -99,6 +101,7 @@ def score(ds, job: worker.Job, workers: int | None = None, scored=None,
     import ray
 
     cpus, workers = ray.cluster_resources().get("CPU", 1), pool_size(workers)
+    job = replace(job, threads=max(1, int(cpus // workers)))   # each actor's share
     return ds.map_batches(Scorer, fn_constructor_args=(job, scored), batch_format="pyarrow",
                           batch_size=rows, compute=ray.data.ActorPoolStrategy(size=workers),
                           num_cpus=max(0.0, min(1.0, (cpus - 1) / workers)))

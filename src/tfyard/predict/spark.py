@@ -15,6 +15,8 @@ default is 10,000 rows, 10,000 photos in one worker's memory).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tfyard.errors import UserError
 from tfyard.predict import worker
 
@@ -40,6 +42,7 @@ def score(df, job: worker.Job, scored=None):
         raise UserError(f"the DataFrame lacks {', '.join(sorted(missing))}; read the images "
                         "with spark.read.format('binaryFile').load(...)")
     _cap_batches(df.sparkSession.conf, job.batch_size * BATCHES_PER_ARROW_BATCH)
+    job = replace(job, threads=int(df.sparkSession.conf.get("spark.task.cpus", "1")))
     added = from_arrow_schema(worker.predicted_schema())
     content = "content" if "content" in df.columns else None
     return df.mapInArrow(_scorer(job, content, scored), StructType(df.schema.fields + added.fields))

@@ -35,6 +35,7 @@ class Job:
     batch_size: int = 32
     on_error: str = "skip"
     load_log: str | None = None
+    threads: int | None = None   # TensorFlow's op threads a worker: its cores (None: all)
 
 
 def job(run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip") -> Job:
@@ -65,6 +66,8 @@ def predictor(job: Job):
     if key not in _loaded:
         import tensorflow as tf
 
+        if job.threads:
+            _use_threads(tf, job.threads)
         if not tf.io.gfile.exists(os.path.join(job.saved_model, "saved_model.pb")):
             raise failure(f"the model {job.saved_model} cannot be read on worker "
                           f"{socket.gethostname()} (pid {os.getpid()}); it travels by path: "
@@ -76,6 +79,18 @@ def predictor(job: Job):
             with open(job.load_log, "a") as log:
                 log.write(f"{socket.gethostname()} {os.getpid()} {job.saved_model}\n")
     return _loaded[key]
+
+
+def _use_threads(tf, threads: int) -> None:
+    """TensorFlow's op thread pools sized to this worker's share of the cores: two workers
+    on 2 cores, each with pools for both, score ~10% slower together than with one thread
+    each (`benchmarks/RESULTS.md`). Once TensorFlow has run in this process (the user's own
+    code, in the same worker) its pools are fixed, and stay as they are."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass
 
 
 def scored(job: Job, batches, path: str, content: str | None, counted=None):
