@@ -6,12 +6,15 @@ jobs; `--on_error fail` is one line naming the file."""
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.predict.conftest import Terminal, same_as_local
+from tfyard import quiet
 from tfyard.cli import main
 from tfyard.predict.worker import LOAD_LOG
 
@@ -65,3 +68,13 @@ def test_on_error_fail_names_the_file_in_one_line(spark, run, few, tmp_path, cap
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("tfyard: error: file:") and "broken.jpg: cannot decode" in error
     assert not out.exists() and not list(Path(tmp_path).glob(".rows.tmp-*"))
+
+
+def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.VERBOSE_ENV)}
+    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir", str(run),
+                           str(few), "--on", "spark", "--output", str(tmp_path / "rows")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
+    assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr

@@ -72,6 +72,7 @@ def _predict(args) -> int:
 
 
 def _predict_at_scale(args):
+    from tfyard import quiet
     from tfyard.predict import scale
 
     other = "address" if args.on == "spark" else "master"
@@ -79,6 +80,7 @@ def _predict_at_scale(args):
         raise UserError(f"--{other} is for --on {'ray' if other == 'address' else 'spark'}")
     plan = scale.plan(args.output_dir, args.inputs, args.output, args.format, args.top_k,
                       args.batch_size, args.on_error, args.workers)
+    quiet.install()  # now: the local engine's workers inherit the filtered stderr
     if args.on == "ray":
         from tfyard.launch.ray import ray_session
 
