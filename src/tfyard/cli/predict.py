@@ -43,8 +43,8 @@ def register(commands) -> None:
     scale = predict.add_argument_group(
         "at scale", "--on spark|ray: the engine lists INPUT and its workers read and score "
         "it (the model loaded once each; RUN and INPUT must be readable on every worker) into "
-        "--output DIR, "
-        "part files (parquet by default) that replace DIR whole when all are written")
+        "--output DIR, part files (parquet by default) that replace DIR whole when all are "
+        "written")
     scale.add_argument("--on", choices=("local", "spark", "ray"), default="local",
                        help="where to predict (default: this process)")
     scale.add_argument("--master", help="--on spark: the Spark master URL (default: a local "
