@@ -119,9 +119,9 @@ def test_folder_undecodable_image(tmp_path):
         os.makedirs(tmp_path / "validation" / name)
         (tmp_path / "validation" / name / "ok.png").write_bytes(
             image_bytes(coloured(1), "PNG"))
-    os.makedirs(tmp_path / "train" / "a")
-    (tmp_path / "train" / "b").mkdir()
-    (tmp_path / "train" / "a" / "x.jpg").write_bytes(image_bytes(coloured(1)))
+    for name in ("a", "b"):
+        os.makedirs(tmp_path / "train" / name)
+        (tmp_path / "train" / name / "x.jpg").write_bytes(image_bytes(coloured(1)))
     bad = tmp_path / "validation" / "b" / "zz.jpg"
     bad.write_bytes(b"not an image")
     with pytest.raises(UserError, match=f"{bad}: cannot decode.*--skip_corrupt"):

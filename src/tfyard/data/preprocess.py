@@ -1,7 +1,8 @@
 """Image transforms shared by the readers: crops, flips, normalisation, output dtype.
 
 Training crops read only the pixels they keep: JPEG goes through the fused
-`decode_and_crop_jpeg`, other formats (PNG) decode fully and slice the same window.
+`decode_and_crop_jpeg`, other formats (PNG, BMP, GIF's first frame: what an image folder
+holds) decode fully as 3 channels and slice the same window.
 `eval_image` is the one evaluation view, which `tfyard predict` and the SavedModel's
 image-bytes signature call too.
 """

@@ -1,12 +1,18 @@
-"""A directory of class sub-folders of JPEG/PNG images, read directly (`imagefolder`).
+"""A directory of class sub-folders of images, read directly (`imagefolder`).
 
-`DATA_DIR/<split>/<class>/*` when a split folder exists, else `DATA_DIR/<class>/*` for
-training. Classes are the sorted sub-folder names of the training folder.
+`DATA_DIR/<split>/<class>/...` when a split folder exists, else `DATA_DIR/<class>/...` for
+training. Classes are the sorted sub-folder names of the training folder; each class folder
+is walked as Keras's `image_dataset_from_directory` walks it (`tfyard.data.images`: sub-folders
+too, `.bmp .gif .jpeg .jpg .png` in any case, symlinked folders not followed), so a model
+trained here knows the classes a Keras user's folder holds. A class folder with no image, or
+a validation folder whose classes are not the training folder's, is refused in one line: either
+would train or score a model on other classes than the user's without a word.
 
 Without a `validation/` (or `val/`, `test/`) folder, HOLD_OUT of each class's training
 images (evenly spaced in name order, so every run holds out the same ones) become the
 validation split, with a note when the dataset is first looked at: a run then evaluates,
 writes its summary and exports, where it used to train every step and fail at the end.
+`data convert` holds out the same images (`held_out`).
 """
 
 from __future__ import annotations
@@ -15,34 +21,53 @@ import logging
 import os
 
 from tfyard.data.formats.base import IMAGENET_EVAL, DatasetInfo, Record, require_dir
+from tfyard.data.images import IMAGE_EXTENSIONS, walk_images
 from tfyard.errors import UserError
 
-EXTENSIONS = (".jpg", ".jpeg", ".png")
 _SPLIT_DIRS = {"train": ("train",), "validation": ("validation", "val", "test")}
 HOLD_OUT = 0.1  # of each class, when there is no validation folder
 _noted: set[str] = set()
 log = logging.getLogger("tfyard")
 
 
-def list_images(root: str, classes: list[str] | None = None):
-    """(class names, [(path, label)]) sorted; `classes` fixes the names (validation)."""
+def class_folders(root: str) -> list[str]:
+    """The class names of `root`: its sub-folders (symlinked ones too, as Keras lists them),
+    sorted, dot-folders left out."""
     if not os.path.isdir(root):
         raise UserError(f"image folder {root} does not exist; check the path")
-    names = classes or sorted(e.name for e in os.scandir(root)
-                              if e.is_dir() and not e.name.startswith("."))
+    names = sorted(e.name for e in os.scandir(root)
+                   if e.is_dir() and not e.name.startswith("."))
     if not names:
         raise UserError(f"{root} has no class sub-folders; put each class's images in "
                         f"{root}/<class>/")
+    return names
+
+
+def list_images(root: str, classes: list[str] | None = None):
+    """(class names, [(path, label)]), each class's images in walk order; `classes` are the
+    other split's names, which `root`'s own must equal."""
+    names = class_folders(root)
+    if classes is not None and names != list(classes):
+        raise UserError(f"the classes of {root} differ from the training folder's: "
+                        f"{_difference(names, classes)}; give both splits the same class "
+                        "sub-folders")
     files = []
     for label, name in enumerate(names):
-        folder = os.path.join(root, name)
-        if os.path.isdir(folder):
-            files += [(os.path.join(folder, f), label) for f in sorted(os.listdir(folder))
-                      if f.lower().endswith(EXTENSIONS) and not f.startswith(".")]
-    if not files:
-        raise UserError(f"no {'/'.join(EXTENSIONS)} images under {root}/<class>/; check the "
-                        "path")
+        found = [(path, label) for path in walk_images(os.path.join(root, name))]
+        if not found:
+            raise UserError(f"class {name!r} ({os.path.join(root, name)}) holds no image "
+                            f"({' '.join(IMAGE_EXTENSIONS)}, sub-folders included); add its "
+                            "images or remove the folder")
+        files += found
     return names, files
+
+
+def _difference(names: list[str], expected: list[str]) -> str:
+    missing = [n for n in expected if n not in names]
+    extra = [n for n in names if n not in expected]
+    return "; ".join(part for part in (
+        missing and f"it lacks {', '.join(missing)}",
+        extra and f"it has {', '.join(extra)} besides") if part)
 
 
 def split_dir(data_dir: str | None, split: str) -> str | None:
@@ -96,6 +121,9 @@ def build(name, data_dir, spec):
     from tfyard.data.pipeline import addressed, assemble
 
     _, files = listing(data_dir, spec.split)
+    if not files:   # a held-out split of 1-image classes
+        raise UserError(f"the {spec.split} split of {data_dir} holds no image; give each "
+                        "class more than one image, or a validation/ folder")
     view = IMAGENET_EVAL.resized(spec.image_size)
     paths, labels = zip(*files, strict=True)
 
