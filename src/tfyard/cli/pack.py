@@ -9,7 +9,9 @@ from tfyard.pack.spec import DATA_DIR, OUTPUT_DIR
 _EPILOG = """Writes into the code directory's parent (or --out): Dockerfile, .dockerignore,
 the tfyard wheel, tfyard-cmd.txt (platform, local-test, build and push commands) and, with
 --k8s, tfyard-k8s.yaml: an indexed Job and its headless Service, for `kubectl apply -f`; its
-header says how to watch the job and follow its logs. The registry password for --push
+header says how to watch the job and follow its logs. Each file starts with pack's header;
+a file of the same name that lacks it (your own Dockerfile) is never replaced: pack refuses
+in one line unless --force, which keeps it as NAME.bak. The registry password for --push
 --registry_user comes from TFYARD_REGISTRY_PASSWORD or stdin, never from a flag."""
 
 
@@ -36,6 +38,8 @@ def register(commands) -> None:
     flag("registry", metavar="HOST/NS", help="registry prefix for the image name")
     flag("registry_user", metavar="USER", help="with --push: `docker login` as USER first")
     flag("out", metavar="DIR", help="where to write the files (default: DIR's parent)")
+    flag("force", action="store_true", help="replace files of the same names that pack did "
+         "not write (each kept as NAME.bak); without it pack refuses and writes nothing")
     flag("k8s", metavar="WORKERS[,PS]", help="also write a Kubernetes indexed Job manifest "
          "(with PS: a chief too)")
     flag("name", metavar="NAME", help="with --k8s: the Job's name (default: from the image)")
@@ -58,6 +62,7 @@ def register(commands) -> None:
 def run_pack(args) -> int:
     from tfyard.pack import docker, make_spec, write_context
     from tfyard.pack.commands import CMD_FILE
+    from tfyard.replace import check_writable
 
     spec = make_spec(
         code_path=args.code_path, main=args.main, image=args.image,
@@ -68,7 +73,11 @@ def run_pack(args) -> int:
         cpus=args.cpus, memory=args.memory, data_volume=args.data_volume,
         output_volume=args.output_volume,
     )
-    for path in write_context(spec):
+    check_writable(str(spec.out), "--out", "into")
+    written, backups = write_context(spec, force=args.force)
+    for path in backups:
+        print(f"kept your {path.name.partition('.bak')[0]} as {path}")
+    for path in written:
         print(f"wrote {path}")
     print((spec.out / CMD_FILE).read_text(encoding="utf-8"), end="")
     if args.build or args.push:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 
+from tfyard.pack.owned import HEADER
 from tfyard.pack.spec import CODE_DIR, DATA_DIR, OUTPUT_DIR, PackSpec
 
 PASSWORD_ENV = "TFYARD_REGISTRY_PASSWORD"
@@ -58,7 +59,7 @@ def render_cmd_file(spec: PackSpec) -> str:
     """tfyard-cmd.txt: one shell command per line, each after a comment saying what it is for."""
     login = login_command(spec)
     lines = [
-        f"# tfyard pack: commands for {spec.image}",
+        f"{HEADER}: commands for {spec.image}",
         f"# The platform runs (working directory {CODE_DIR}; data and output directories",
         "# from the image's TFYARD_DATA_DIR and TFYARD_OUTPUT_DIR):",
         shlex.join(platform_command(spec)),

@@ -8,6 +8,7 @@ from pathlib import Path
 from tfyard.pack.commands import CMD_FILE, render_cmd_file
 from tfyard.pack.dockerfile import render_dockerfile, render_dockerignore
 from tfyard.pack.k8s import MANIFEST_FILE, render_manifest
+from tfyard.pack.owned import HEADER, claim
 from tfyard.pack.spec import PackSpec
 from tfyard.pack.wheel import build_wheel
 
@@ -16,8 +17,12 @@ REQUIREMENTS_FILE = "tfyard-requirements.txt"
 CODE_COPY = "tfyard-code"
 
 
-def write_context(spec: PackSpec) -> list[Path]:
-    """Write Dockerfile, .dockerignore, the tfyard wheel, tfyard-cmd.txt (and the manifest)."""
+def write_context(spec: PackSpec, force: bool = False) -> tuple[list[Path], list[Path]]:
+    """Write Dockerfile, .dockerignore, the tfyard wheel, tfyard-cmd.txt (and the manifest);
+    returns (written, backups). A file of those names that pack did not write is refused
+    before anything is written, or with `force` kept as NAME.bak (see `owned`)."""
+    names = ["Dockerfile", ".dockerignore", CMD_FILE, REQUIREMENTS_FILE, MANIFEST_FILE]
+    backups = claim(spec.out, names, force)
     spec.out.mkdir(parents=True, exist_ok=True)
     for stale in (REQUIREMENTS_FILE, MANIFEST_FILE):  # left by an earlier pack with more flags
         (spec.out / stale).unlink(missing_ok=True)
@@ -25,21 +30,23 @@ def write_context(spec: PackSpec) -> list[Path]:
     wheel = build_wheel(spec.out)
     written = [wheel]
     requirements = None
+    texts = {}
     if spec.requirements:
         requirements = REQUIREMENTS_FILE
-        written.append(Path(shutil.copyfile(spec.requirements, spec.out / requirements)))
+        texts[requirements] = (f"{HEADER}: a copy of {spec.requirements}\n"
+                               + Path(spec.requirements).read_text(encoding="utf-8"))
     keep = [wheel.name, *([requirements] if requirements else [])]
-    texts = {
+    texts.update({
         "Dockerfile": render_dockerfile(spec, code_rel, wheel.name, requirements),
         ".dockerignore": render_dockerignore(code_rel, keep),
         CMD_FILE: render_cmd_file(spec),
-    }
+    })
     if spec.k8s:
         texts[MANIFEST_FILE] = render_manifest(spec)
     for name, text in texts.items():
         (spec.out / name).write_text(text, encoding="utf-8")
         written.append(spec.out / name)
-    return written
+    return written, backups
 
 
 def _place_code(spec: PackSpec) -> str:
