@@ -33,7 +33,8 @@ def register(commands) -> None:
                           help="evaluate export/model.keras instead of the latest checkpoint")
     platform.add_platform_flag(evaluate, "data_dir",
                                help="read the data from here instead of the run's --data_dir")
-    evaluate.set_defaults(func=_evaluate)
+    # stdout is the figures' JSON: notes (a held-out split, say) would break its readers
+    evaluate.set_defaults(func=_evaluate, quiet=True)
 
     demo = commands.add_parser(
         "demo", help="train a small ResNet on the bundled handwritten digits, end to end")

@@ -31,7 +31,7 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
                   data_threads: int | None = None, skip_corrupt: bool = False,
                   cache_dir: str | None = None, num_examples: int | None = None,
                   start_example: int = 0, global_batch: int | None = None,
-                  with_ids: bool = False):
+                  with_ids: bool = False, evaluation: bool = False):
     """Batches of (images [B,H,W,C] normalised in `dtype`, labels int32 [B], 0-based).
 
     `batch_size` is per replica. With a `seed` the stream is deterministic and
@@ -40,7 +40,9 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
     context's replicas, or x its pipelines if more) fixes which slots of each global batch
     this input pipeline fills. `with_ids` (seeded only) adds a third element, the int64 ids
     of the examples in each batch (record number in file order). Without a seed the
-    start is ignored and the order is today's fast buffer shuffle.
+    start is ignored and the order is today's fast buffer shuffle. `evaluation` reads any
+    split, the training one too, as evaluation does: one pass in order, the evaluation view,
+    the last partial batch kept (`tfyard evaluate --split train`).
     """
     module = reader(name)
     if dtype not in DTYPES:
@@ -54,7 +56,7 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
         input_context=input_context, repeat=repeat, shuffle=shuffle, seed=seed,
         label_offset=label_offset, data_threads=data_threads, skip_corrupt=skip_corrupt,
         cache_dir=cache_dir, num_examples=num_examples, start_example=start_example,
-        global_batch=global_batch, with_ids=with_ids)
+        global_batch=global_batch, with_ids=with_ids, evaluation=evaluation)
     if request.deterministic:
         from tfyard.data.order import Layout
 

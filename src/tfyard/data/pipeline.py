@@ -33,6 +33,7 @@ class DatasetRequest:
     start_example: int = 0
     global_batch: int | None = None
     with_ids: bool = False
+    evaluation: bool = False   # any split read as evaluation reads it: once, in order, whole
 
     @property
     def deterministic(self) -> bool:
@@ -41,7 +42,8 @@ class DatasetRequest:
 
     @property
     def training(self) -> bool:
-        return self.split == "train"
+        """The training view: augmented, shuffled, repeated, whole batches only."""
+        return self.split == "train" and not self.evaluation
 
     @property
     def shuffled(self) -> bool:

@@ -11,6 +11,7 @@ import os
 
 import tensorflow as tf
 
+from tfyard.data.pipeline import split_name
 from tfyard.errors import UserError
 from tfyard.train import outputs
 from tfyard.train.build import dtype_policy
@@ -84,6 +85,30 @@ def _require_importable_input(dataset: str) -> None:
                         "run's own evaluation in summary.json")
 
 
+def _require_matching_data(data, record: dict, split: str) -> None:
+    """The data must hold the run's classes (the count, and the names where the format
+    names them) and some examples of `split`: checked before the model is built, since a
+    mismatch otherwise ends in a restore traceback or, worse, a number about other classes."""
+    info = getattr(data, "info", None)   # a registry dataset's facts; a user's input has none
+    if info is None:
+        return
+    where = data.plat.data_dir or data.name
+    trained = record.get("num_classes")
+    if trained is not None and info.num_classes != trained:
+        raise UserError(f"{where} holds {info.num_classes} classes but the run was trained on "
+                        f"{trained}; point --data_dir at the data the run trained on")
+    names = record.get("class_names")
+    if info.class_names is not None and names is not None and list(info.class_names) != names:
+        differ = next(i for i, (a, b) in enumerate(zip(info.class_names, names, strict=True))
+                      if a != b)
+        raise UserError(f"{where} names its classes otherwise than the run: class {differ} is "
+                        f"{info.class_names[differ]!r} there, {names[differ]!r} in the run; "
+                        "point --data_dir at the data the run trained on")
+    if not info.num_examples.get(split_name(split)):
+        raise UserError(f"the {split} split of {where} holds no examples; evaluate another "
+                        "--split, or add data")
+
+
 def evaluate_output(output_dir: str, split: str = "validation", use_export: bool = False,
                     data_dir: str | None = None) -> dict:
     """`tfyard evaluate`: the latest checkpoint (or the export) of a finished or running run."""
@@ -101,6 +126,7 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
                                      options.work_dir, None, 0, create=False)
     task = make_task(options, plat, eval_data=record.get("eval_data"),
                      num_classes=record.get("num_classes"))
+    _require_matching_data(task.data, record, split)
     model = task.build_model(dtype_policy(options.dtype))
     objective = task.objective(model, options.label_smoothing)
     if use_export:

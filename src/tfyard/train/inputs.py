@@ -67,7 +67,7 @@ class RegistryInput:
             o.dataset, split, self.plat.data_dir, batch_size=per_replica_batch,
             image_size=self.input_shape[0], dtype=o.dtype, input_context=context,
             label_offset=o.label_offset, data_threads=o.data_threads,
-            skip_corrupt=o.skip_corrupt, cache_dir=self.plat.work_dir)
+            skip_corrupt=o.skip_corrupt, cache_dir=self.plat.work_dir, evaluation=True)
 
     @staticmethod
     def label_example():
