@@ -82,6 +82,36 @@ def test_close_runs_even_when_a_hook_fails():
     assert closed == [True]
 
 
+def test_every_action_closes_and_the_first_close_error_is_raised(caplog):
+    closed = []
+
+    class Closing(Callback):
+        def __init__(self, name, error=None):
+            super().__init__()
+            self.name, self.error = name, error
+
+        def close(self):
+            closed.append(self.name)
+            if self.error:
+                raise self.error
+
+    actions = [Closing("a"), Closing("b", OSError("disk full")), Closing("c", ValueError("x")),
+               Closing("d")]
+    with pytest.raises(OSError, match="disk full"):
+        Controller(toy_trainer(), 2, 2, actions).run()
+    assert closed == ["a", "b", "c", "d"]
+    assert "closing Closing failed: ValueError: x" in caplog.text
+    closed.clear()
+
+    def fail(state):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):   # the run's own error wins
+        Controller(toy_trainer(), 2, 2, [Callback(on_start=fail), *actions]).run()
+    assert closed == ["a", "b", "c", "d"]
+    assert "closing Closing failed: OSError: disk full" in caplog.text
+
+
 def test_unknown_hook_is_refused():
     with pytest.raises(TypeError, match="on_step"):
         Callback(on_step=print)

@@ -8,7 +8,7 @@ output, evaluation, export, and guards. Hooks, in the order they run:
     on_chunk_end(state)  after every chunk, with state.metrics of that chunk
     on_boundary(state)   at epoch ends, the last step, and every action's `every_steps`
     on_end(state)        once, after the last step or an early stop (not after an error)
-    close()              always, last, even after an error
+    close()              always, last, even after an error; every action's, even when one fails
 
 An action stops the run early by calling `state.request_stop(reason)` or raising
 `StopTraining(reason)`; the Controller finishes the current hook round, skips further
@@ -122,10 +122,28 @@ class Controller:
                     self.trainer.synchronize()
                     self._call("on_boundary")
             self._call("on_end")
-        finally:
-            for action in self.actions:
-                action.close()
+        except BaseException:
+            self._close(failed=True)
+            raise
+        self._close(failed=False)
         return state
+
+    def _close(self, failed: bool) -> None:
+        """Close every action, even after one's close() fails. The first failure is raised,
+        unless the run itself `failed` (its error is the one raised); every other is logged,
+        so none hides another or skips a close."""
+        first = None
+        for action in self.actions:
+            try:
+                action.close()
+            except BaseException as exc:  # noqa: BLE001 - every action still gets closed
+                if first is None and not failed:
+                    first = exc
+                else:
+                    log.warning(f"tfyard: warning: closing {type(action).__name__} failed: "
+                                f"{type(exc).__name__}: {exc}")
+        if first is not None:
+            raise first
 
     def _run_chunk(self, remaining: int) -> None:
         state = self.state
