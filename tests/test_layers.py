@@ -6,7 +6,7 @@ sideways, and no module imports itself back through others.
     bench                       measures train and launch, so it sits on them
     train, launch, pack
     predict                     reads SavedModels; train's export builds its signatures
-    data, models, distribute, platform (and quiet, keras_startup)
+    data, models, distribute, platform (and quiet, keras_startup, replace)
     errors, flags, dtypes, compat, the tfyard package itself (__version__): no tfyard imports
 
 A module may import its own package's siblings. Imports inside functions count too:
@@ -25,7 +25,7 @@ LAYERS = [
     {"bench"},
     {"train", "launch", "pack"},
     {"predict"},
-    {"data", "models", "distribute", "platform", "quiet", "keras_startup"},
+    {"data", "models", "distribute", "platform", "quiet", "keras_startup", "replace"},
     {"errors", "flags", "dtypes", "compat", "__init__"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}

@@ -42,11 +42,15 @@ def disk_reason(exc: BaseException) -> str | None:
                  if os.strerror(code).lower() in text), None)
 
 
-def disk_error(exc: BaseException, what: str) -> UserError | None:
+# Training's fix for a disk failure; other commands give their own (`tfyard.cli`).
+RESUME_FIX = ("free space or choose a writable --output_dir, then rerun to resume (earlier "
+              "checkpoints are untouched)")
+
+
+def disk_error(exc: BaseException, what: str, fix: str = RESUME_FIX) -> UserError | None:
     """One line for a disk failure while doing `what` (None if `exc` is not one): the OS
     reason, no TensorFlow op text, and the fix."""
     reason = disk_reason(exc)
     if reason is None:
         return None
-    return UserError(f"cannot {what} ({reason}); free space or choose a writable "
-                     "--output_dir, then rerun to resume (earlier checkpoints are untouched)")
+    return UserError(f"cannot {what} ({reason}); {fix}")

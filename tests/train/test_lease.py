@@ -64,3 +64,23 @@ def test_only_the_writer_takes_it(tmp_path):
     for reader in (worker, evaluator):
         with take_lease(str(tmp_path), reader):
             assert json.loads((tmp_path / LEASE_FILE).read_text())["token"] == "theirs"
+
+
+def test_an_output_dir_that_cannot_be_written_is_refused_before_anything(tmp_path):
+    place = "/sys/kernel" if os.geteuid() == 0 else str(tmp_path)   # /sys refuses root too
+    if os.geteuid() != 0:
+        tmp_path.chmod(0o500)
+    with pytest.raises(UserError, match=f"^cannot write --output_dir {place}: {place} cannot "
+                       r"be written \(Permission denied\); choose a writable place$"):
+        take_lease(place, SINGLE)
+
+
+def test_the_holder_puts_back_an_export_set_aside_and_removes_what_killed_writes_left(
+        tmp_path):
+    (tmp_path / "export.old").mkdir()   # a run killed between its export's two renames
+    (tmp_path / "export.old" / "saved_model.pb").write_text("")
+    (tmp_path / ".summary.json.tmp-5f1e").write_text("{")   # a killed JSON write
+    (tmp_path / "run.json.tmp-7").write_text("{")           # one by an older tfyard
+    take_lease(str(tmp_path), SINGLE).release()
+    assert sorted(os.listdir(tmp_path)) == ["export"]
+    assert (tmp_path / "export" / "saved_model.pb").exists()

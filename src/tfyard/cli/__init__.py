@@ -7,16 +7,26 @@ modules import TensorFlow only inside their handlers, so `tfyard --help` stays f
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 
 from tfyard import __version__, keras_startup, quiet
 from tfyard.distribute.strategy import end_together
-from tfyard.errors import UserError, disk_error
+from tfyard.errors import RESUME_FIX, UserError, disk_error
 from tfyard.flags import Parser
 from tfyard.train.console import configure_console
 
 # (module, command) pairs in the order `tfyard --help` lists them.
 COMMAND_MODULES = ("cluster", "train", "predict", "launch", "pack", "models", "data", "bench")
+# What a failing disk asks of the user, by command: for predict, --output_dir is the input.
+DISK_FIXES = {
+    "train": RESUME_FIX,
+    "launch": RESUME_FIX,
+    "predict": "free space or choose a writable --output, then rerun (a previous output is "
+               "untouched)",
+}
+OTHER_DISK_FIX = "free space or choose a writable place, then rerun"
 
 
 def build_parser() -> Parser:
@@ -54,12 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tfyard: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `tfyard predict ... | head`: the reader has had enough
+        return _closed_pipe()
     except Exception as exc:  # a full or read-only disk anywhere: the OS's words, one line
-        error = disk_error(exc, "write to disk")
+        error = disk_error(exc, "write to disk", DISK_FIXES.get(args.command, OTHER_DISK_FIX))
         if error is None:
             raise
         print(f"tfyard: error: {error}", file=sys.stderr)
         return 2
+
+
+def _closed_pipe() -> int:
+    """End quietly, as a Unix tool killed by SIGPIPE does (status 141 in the shell): stdout
+    points at /dev/null, so the interpreter's last flush finds no closed pipe to complain of."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

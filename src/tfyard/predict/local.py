@@ -17,6 +17,7 @@ from tfyard.errors import UserError
 from tfyard.platform import is_remote
 from tfyard.predict import inputs as listing
 from tfyard.predict.writers import format_of, table
+from tfyard.replace import check_writable
 
 ON_ERROR = ("skip", "fail")
 TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
@@ -101,6 +102,8 @@ def predict_files(run: str, inputs: list[str], output: str | None = None,
     saved_model = locate(run)
     inputs = listing.check(inputs)
     fmt = format_of(output, fmt)
+    if output is not None:
+        check_writable(output, "--output")
     check_on_error(on_error)
     from tfyard.predict.predictor import COLUMNS, Predictor  # TensorFlow loads here
 

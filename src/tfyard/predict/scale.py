@@ -3,19 +3,17 @@
 
 Nothing passes through the driver but the final counts, read back from the parts' `error`
 column a batch at a time. The engine writes into a hidden staging directory beside DIR,
-which takes DIR's place only when every part is written: a killed job leaves the previous
-DIR (or none) and a hidden leftover, which the rerun removes before it writes everything
-again. Parts are never doubled and a half-written DIR is never seen.
+which takes DIR's place only when every part is written (`tfyard.replace`): a killed job
+leaves the previous DIR (or none), which a rerun writes again whole; parts are never doubled,
+a half-written DIR is never seen, and another predict's staging is left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from tfyard.predict import inputs as listing
 from tfyard.predict import worker
 from tfyard.predict.local import Outcome, progress
 from tfyard.predict.writers import LIST_COLUMNS, arrow_schema, format_of
+from tfyard.replace import check_writable, replacing_directory
 
 ENGINES = ("spark", "ray")
 ARROW_FORMATS = {"parquet": "parquet", "jsonl": "json", "csv": "csv"}
@@ -53,6 +52,7 @@ def plan(run, inputs, output, fmt, top_k, batch_size, on_error, workers) -> Plan
     if is_remote(output):
         raise UserError(f"--output {output}: give a directory path that this machine and the "
                         "workers share (a local disk in local mode, else a mounted file system)")
+    check_writable(output, "--output", "directory")
     if workers is not None and workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
     return Plan(job, inputs, os.path.abspath(output), format_of(output, fmt or "parquet"),
@@ -122,7 +122,7 @@ def _written(plan: Plan, write, scored) -> Outcome:
     `scored()` (the files scored so far, as the engine reports them), count the rows, and
     put the parts in place."""
     start = time.monotonic()
-    with _staged(plan.output) as staging, progress(plan.inputs) as advance, \
+    with replacing_directory(plan.output) as staging, progress(plan.inputs) as advance, \
             _following(scored, advance):
         try:
             write(staging)
@@ -157,25 +157,6 @@ def _following(scored, advance, every: float = 0.5):
         stop.set()
         thread.join()
     catch_up()
-
-
-@contextlib.contextmanager
-def _staged(output: str):
-    parent, name = os.path.split(output)
-    for leftover in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.tmp-*")):
-        shutil.rmtree(leftover, ignore_errors=True)  # a killed run's
-    staging = os.path.join(parent, f".{name}.tmp-{os.getpid()}")
-    try:
-        yield staging
-        if os.path.exists(output):
-            old = os.path.join(parent, f".{name}.tmp-old-{os.getpid()}")
-            os.rename(output, old)
-            os.rename(staging, output)
-            shutil.rmtree(old)
-        else:
-            os.rename(staging, output)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _counted(directory: str, fmt: str) -> Outcome:

@@ -1,10 +1,9 @@
 """The rows as a table, written as they come: csv, jsonl or parquet, to stdout or a file that
 appears only when complete.
 
-A file is written unnamed (`O_TMPFILE`) in its destination's directory and given its name
-(link, then rename over it) only at the end, so a predict that fails or is killed, SIGKILL
-included, leaves no file, not even a temporary one. Where the file system has no unnamed
-files, a hidden `.NAME.tmp-PID` beside it takes the part (removed on an error).
+A file is written as `tfyard.replace` writes every output: unnamed where the file system
+allows, named only when complete, the previous file kept until then; so a predict that fails
+or is killed, SIGKILL included, leaves the previous file (or none) and no temporary one.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import os
 import sys
 
 from tfyard.errors import UserError
+from tfyard.replace import replacing_file
 
 FORMATS = ("csv", "jsonl", "parquet")
 LIST_COLUMNS = ("top_ids", "top_names", "top_scores")
@@ -39,8 +39,6 @@ def format_of(output: str | None, fmt: str | None) -> str:
         except ImportError:
             raise UserError("--format parquet needs pyarrow: pip install 'tfyard[parquet]' "
                             "(or use --format csv or jsonl)") from None
-    if output is not None and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
-        raise UserError(f"the directory of --output {output} does not exist; create it first")
     return fmt
 
 
@@ -118,41 +116,7 @@ def table(output: str | None, fmt: str, columns):
         writer.close()
         sys.stdout.flush()
         return
-    with _unnamed_file(output, binary=fmt == "parquet") as stream:
+    with replacing_file(output, "wb" if fmt == "parquet" else "w") as stream:
         writer = WRITERS[fmt](stream, columns)
         yield writer
         writer.close()
-
-
-@contextlib.contextmanager
-def _unnamed_file(path: str, binary: bool):
-    directory, name = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
-    try:
-        descriptor, named = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o666), False
-    except (AttributeError, OSError):   # no O_TMPFILE here (macOS, some network file systems)
-        descriptor, named = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666), True
-    try:
-        with os.fdopen(descriptor, "wb" if binary else "w", newline=None if binary else "",
-                       **({} if binary else {"encoding": "utf-8"})) as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-            if not named:
-                _name(stream.fileno(), directory, os.path.basename(temporary))
-                named = True
-        os.replace(temporary, path)
-    except BaseException:
-        if named and os.path.exists(temporary):
-            os.remove(temporary)
-        raise
-
-
-def _name(descriptor: int, directory: str, name: str) -> None:
-    """Give the unnamed file `descriptor` the name `name` in `directory` (linkat through
-    /proc with AT_SYMLINK_FOLLOW, which os.link uses only when given a directory fd)."""
-    folder = os.open(directory, os.O_RDONLY)
-    try:
-        os.link(f"/proc/self/fd/{descriptor}", name, dst_dir_fd=folder)
-    finally:
-        os.close(folder)

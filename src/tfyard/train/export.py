@@ -4,21 +4,21 @@ The SavedModel serves float images (`serve`) and encoded image bytes (`serving_d
 `predict.signature`); the class names travel inside it and in `class_names.txt`.
 
 The export is built from a fresh, strategy-free copy of the model so it never carries
-mirrored or parameter-server variables, and is written to a temporary directory that
-replaces `export/` only when complete.
+mirrored or parameter-server variables, and is written as `tfyard.replace` writes a
+directory: staged beside `export/`, which it replaces only when complete.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 
 import keras
 import tensorflow as tf
 
 from tfyard.errors import UserError, plain_op_error
 from tfyard.predict.signature import serving_endpoints
+from tfyard.replace import replacing_directory
 
 log = logging.getLogger("tfyard")
 CLASS_NAMES = "class_names.txt"   # beside model.keras: one class name a line, by class id
@@ -53,10 +53,15 @@ def export_model(model, task, objective, dtype_policy: str | None,
     """Write the three formats; returns {format: path} for those that were written."""
     plain = task.build_model(dtype_policy)   # outside the strategy: plain variables
     plain.set_weights([tf.convert_to_tensor(w) for w in model.get_weights()])
-    tmp = export_dir.rstrip("/") + ".tmp"
-    if tf.io.gfile.exists(tmp):
-        tf.io.gfile.rmtree(tmp)
-    tf.io.gfile.makedirs(tmp)
+    with replacing_directory(export_dir) as tmp:   # the previous export/ kept until then
+        tf.io.gfile.makedirs(tmp)
+        written = _write_formats(plain, task, objective, tmp)
+    return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
+
+
+def _write_formats(plain, task, objective, tmp: str) -> dict[str, str]:
+    """Write the SavedModel, the class names, `model.keras` and `model.h5` into `tmp`;
+    returns {format: name} for those that were written."""
     written = {}
     archive = keras.export.ExportArchive()
     archive.track(plain)
@@ -68,7 +73,6 @@ def export_model(model, task, objective, dtype_policy: str | None,
     try:
         archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
     except (ValueError, TypeError, NotImplementedError) as exc:   # e.g. a model named "_net"
-        _remove(tmp)
         raise UserError(f"the SavedModel export failed after training: "
                         f"{plain_op_error(exc)[:160]}; "
                         "the checkpoints keep the trained weights: fix the model and rerun "
@@ -85,18 +89,4 @@ def export_model(model, task, objective, dtype_policy: str | None,
             if tf.io.gfile.exists(path):
                 tf.io.gfile.remove(path)
             log.warning(f"tfyard: {name} not written: {plain_op_error(exc)[:160]}")
-    if tf.io.gfile.exists(export_dir):
-        old = export_dir.rstrip("/") + ".old"
-        tf.io.gfile.rename(export_dir, old, overwrite=True)
-        tf.io.gfile.rename(tmp, export_dir)
-        _remove(old)
-    else:
-        tf.io.gfile.rename(tmp, export_dir)
-    return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
-
-
-def _remove(path: str) -> None:
-    if "://" in path:
-        tf.io.gfile.rmtree(path)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
+    return written

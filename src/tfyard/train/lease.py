@@ -3,10 +3,10 @@
 starting while the old one still runs cannot interleave two runs' checkpoints and metrics.
 
 The lease is a file, `output_dir/.tfyard-lease`, naming the holder (host, pid, the pid's
-kernel start time, start time, job id). It is created whole and atomically: written to a
-private temporary name, then hard-linked to the lease name, which fails if the name exists
-(`link` is atomic on local disks and on NFS, where `O_EXCL` was not always). A daemon
-thread renews it (touches its mtime) every RENEW_S seconds.
+kernel start time, start time, job id). It is created whole and atomically (`tfyard.replace`):
+written unnamed or under a private temporary name, then hard-linked to the lease name, which
+fails if the name exists (`link` is atomic on local disks and on NFS, where `O_EXCL` was not
+always). A daemon thread renews it (touches its mtime) every RENEW_S seconds.
 
 A claimant that finds a lease takes it over only when it is stale:
 - same host and the holder's pid is gone (or is another process now): a killed run;
@@ -29,6 +29,7 @@ import uuid
 from tfyard.distribute import jobid
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
+from tfyard.replace import check_writable, replacing_file
 from tfyard.train.outputs import remove_temporaries
 
 log = logging.getLogger("tfyard")
@@ -152,21 +153,17 @@ class _NoLease:
 
 def _create(path: str, me: dict) -> bool:
     """Create the lease whole, atomically; False if one exists."""
-    temporary = f"{path}.{me['token']}.tmp"
-    with open(temporary, "w") as handle:
-        json.dump(me, handle)
     try:
-        os.link(temporary, path)
+        with replacing_file(path, exclusive=True) as handle:
+            json.dump(me, handle)
         return True
     except FileExistsError:
         return False
-    finally:
-        os.unlink(temporary)
 
 
 def _break(path: str, holder: dict) -> None:
     """Move the stale lease aside; put it back if it changed hands meanwhile."""
-    aside = f"{path}.stale-{os.getpid()}"
+    aside = f"{path}.stale-{uuid.uuid4().hex}"
     try:
         os.rename(path, aside)
     except FileNotFoundError:
@@ -186,6 +183,7 @@ def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
     manager around everything the run writes."""
     if not cluster.is_coordinator or is_remote(output_dir):
         return _NoLease()
+    check_writable(output_dir, "--output_dir", "into")
     path = os.path.join(output_dir, LEASE_FILE)
     me = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
           "started": time.time(), "job": jobid.current(),

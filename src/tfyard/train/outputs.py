@@ -18,6 +18,7 @@ import shutil
 from tfyard.data.formats import canonical
 from tfyard.errors import UserError, plain_op_error
 from tfyard.platform import is_remote
+from tfyard.replace import recover_all
 
 RUN_FILE = "run.json"
 SUMMARY = "summary.json"
@@ -28,9 +29,12 @@ METRICS = "metrics.jsonl"
 
 log = logging.getLogger("tfyard")
 
-# What unfinished writes leave: a checkpoint save's directory, write_json_atomic's file, an
-# export's directory.
-TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT + ".tmp")
+# What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
+# right): a checkpoint save's directory, and what tfyard wrote before that module, JSON files
+# staged as `NAME.tmp-PID` and an export staged as `export.tmp`, the previous one set aside as
+# `export.old`.
+TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT + ".tmp",
+               EXPORT + ".old")
 
 
 def checkpoint_paths(directory: str) -> list[str]:
@@ -62,6 +66,10 @@ def remove_temporaries(output_dir: str) -> None:
     call this (nothing else writes there)."""
     if is_remote(output_dir):
         return
+    recover_all(output_dir)
+    old, export = os.path.join(output_dir, EXPORT + ".old"), os.path.join(output_dir, EXPORT)
+    if os.path.isdir(old) and not os.path.exists(export):   # killed between its two renames
+        os.rename(old, export)
     for pattern in TEMPORARIES:
         for path in glob.glob(os.path.join(glob.escape(output_dir), pattern)):
             if os.path.isdir(path):

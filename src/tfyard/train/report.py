@@ -12,18 +12,15 @@ import time
 import tensorflow as tf
 
 from tfyard.errors import disk_error
+from tfyard.replace import replacing_file
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
-    """Write JSON to a temporary name, then rename, so readers never see half a file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    """Write JSON whole (`tfyard.replace`), so readers never see half a file."""
     try:
-        with tf.io.gfile.GFile(tmp, "w") as handle:
+        with replacing_file(path) as handle:
             handle.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-        tf.io.gfile.rename(tmp, path, overwrite=True)
     except (tf.errors.OpError, OSError) as exc:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
         raise disk_error(exc, f"write {path}") or exc from None
 
 
