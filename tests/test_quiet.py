@@ -186,23 +186,45 @@ def test_what_a_user_must_see_gets_through_and_a_crash_says_how_to_see_the_rest(
 
 
 def test_tfyards_own_python_noise_is_dropped_once_per_logger(caplog):
-    """Keras calling the model.h5 that tfyard writes legacy is dropped (`tfyard.fit` runs
-    it in the user's process, where TensorFlow's own lines are left alone); others pass."""
+    """Keras calling the model.h5 that tfyard writes legacy, and a parameter-server save's
+    retracing warning, are dropped (`tfyard.fit` runs them in the user's process, where
+    TensorFlow's own lines are left alone); others pass."""
     import logging
 
     from tfyard.quiet import PYTHON_NOISE, drop_python_noise
 
-    (name, start), = PYTHON_NOISE
-    logger = logging.getLogger(name)
-    before = list(logger.filters)
-    logger.filters[:] = []
-    try:
+    said = {"absl": "You are saving your model as an HDF5 file via `model.save()`.",
+            "tensorflow": "6 out of the last 6 calls to <function MultiDeviceSaver.save."
+                          "<locals>.tf_function_save at 0x7f> triggered tf.function retracing."}
+    assert sorted(said) == sorted(name for name, _ in PYTHON_NOISE)
+    for name, text in said.items():
+        logger = logging.getLogger(name)
+        before = list(logger.filters)
+        logger.filters[:] = []
+        try:
+            drop_python_noise()
+            drop_python_noise()
+            assert len(logger.filters) == 1
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger=name):
+                logger.warning(text)
+                logger.warning("%d out of the last %d calls to %s", 5, 5, "<function f>")
+            assert [r.getMessage() for r in caplog.records] == [
+                "5 out of the last 5 calls to <function f>"]
+        finally:
+            logger.filters[:] = before
+
+
+def test_a_seeded_parameter_server_input_warning_is_dropped():
+    import warnings
+
+    from tfyard.quiet import drop_python_noise
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         drop_python_noise()
-        drop_python_noise()
-        assert len(logger.filters) == 1
-        with caplog.at_level(logging.WARNING, logger=name):
-            logger.warning(start + " via `model.save()`.")
-            logger.warning("something else")
-        assert [r.getMessage() for r in caplog.records] == ["something else"]
-    finally:
-        logger.filters[:] = before
+        warnings.warn("Seed 3 from outer graph might be getting used by function "
+                      "Dataset_map_decode, if the random op has not been provided any seed.",
+                      stacklevel=1)
+        warnings.warn("Seed of something else", stacklevel=1)
+    assert [str(w.message) for w in caught] == ["Seed of something else"]

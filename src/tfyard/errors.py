@@ -19,6 +19,15 @@ class UserError(Exception):
 # Launchers restart a job on it without spending a --max_restarts credit.
 PREEMPTED_EXIT_CODE = 143
 
+# A member that lost a peer (an all-reduce member, a parameter server, the chief) and cannot
+# go on: the job must restart from its latest checkpoint. EX_TEMPFAIL of sysexits.h, "try
+# again later". Retryable, but not the cause: the lost member's own exit (SIGKILL, an
+# error) or eviction is judged on its own. So launchers restart on it spending the credit
+# the cause spends (never a second one), and the Kubernetes Job replaces such a pod without
+# counting it against backoffLimit (a preempted peer must not fail the Job through its
+# survivors; a crashed peer fails it through its own pod). See docs/architecture.md.
+LOST_PEER_EXIT_CODE = 75
+
 
 def plain_op_error(exc: BaseException) -> str:
     """A TensorFlow op error's own words, one line, without the graph decoration around

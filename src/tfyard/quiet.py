@@ -33,6 +33,7 @@ import re
 import signal
 import sys
 import traceback
+import warnings
 
 VERBOSE_ENV = "TFYARD_VERBOSE"
 # Where the hidden lines go, if anywhere (appended; members of a job may share it).
@@ -45,8 +46,25 @@ ABSL_BANNER = ("WARNING: All log messages before absl::InitializeLog() is called
 # Environment a quiet process runs with (a value the user set wins): TensorFlow's own sink
 # drops INFO and WARNING at the source, so less goes through the filter.
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-# Python log records that are TensorFlow/Keras noise to a tfyard user (logger, message start).
-PYTHON_NOISE = (("absl", "You are saving your model as an HDF5 file"),)
+# Python log records that are TensorFlow/Keras noise to a tfyard user, caused by what tfyard
+# itself does: (logger, a pattern matched at the start of the message).
+PYTHON_NOISE = (
+    # Keras calling the model.h5 that tfyard writes "legacy".
+    ("absl", r"You are saving your model as an HDF5 file"),
+    # A parameter-server chief's checkpoint save: TensorFlow's MultiDeviceSaver wraps every
+    # save across tasks in a new tf.function, on purpose (its source: "the retrace is needed
+    # to ensure we pickup the latest values of options"), so the 5th save warns of
+    # retracing (4 lines of ~600 characters). Nothing the user can change; it costs ~0.12 s
+    # a save for ResNet-8 on 2 cores (see docs/architecture.md).
+    ("tensorflow", r"\d+ out of the last \d+ calls to <function MultiDeviceSaver\.save\."),
+)
+# Python warnings of the same kind: (category, a pattern matched at the start of the text).
+PYTHON_WARNINGS = (
+    # --seed under parameter-server training: the per-worker input is traced inside the
+    # coordinator's function, whose graph seed its augmentations then use. Harmless: a PS
+    # run's input order is not seeded anyway (README, "Exact resume").
+    (UserWarning, r"Seed \d+ from outer graph might be getting used by function Dataset_"),
+)
 _TRIGGERS = ("tensorflow", "keras", "tf_keras")
 _LOG = re.compile(("^" + LOG_PREFIX).encode())
 _BANNER = ABSL_BANNER.encode()
@@ -86,13 +104,15 @@ def import_tensorflow():
 
 
 def drop_python_noise() -> None:
-    """Drop the Python log records tfyard itself causes (Keras calling the .h5 it writes
-    legacy), once per logger; also where TensorFlow's own lines are left alone (`tfyard.fit`
-    in the user's process)."""
+    """Drop the Python log records and warnings tfyard itself causes (PYTHON_NOISE,
+    PYTHON_WARNINGS), once per logger; also where TensorFlow's own lines are left alone
+    (`tfyard.fit` in the user's process)."""
     for logger, start in PYTHON_NOISE:
         filters = logging.getLogger(logger).filters
         if not any(isinstance(f, _DropMessage) and f.start == start for f in filters):
             logging.getLogger(logger).addFilter(_DropMessage(start))
+    for category, start in PYTHON_WARNINGS:
+        warnings.filterwarnings("ignore", message=start, category=category)
 
 
 def install() -> bool:
@@ -238,7 +258,7 @@ class _DropMessage(logging.Filter):
         self.start = start
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.start)
+        return not re.match(self.start, record.getMessage())
 
 
 class _ImportHook:

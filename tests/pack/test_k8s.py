@@ -93,7 +93,8 @@ def test_job_name_is_a_dns_label(image, name):
 
 
 def test_preempted_pods_are_retried_without_counting_and_get_time_to_save(code_dir):
-    from tfyard.errors import PREEMPTED_EXIT_CODE
+    """So are the survivors of a lost member (exit 75): the lost member's own pod counts."""
+    from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED_EXIT_CODE
 
     _, job = _manifest(code_dir, "2")["items"]
     pod = job["spec"]["template"]["spec"]
@@ -104,11 +105,12 @@ def test_preempted_pods_are_retried_without_counting_and_get_time_to_save(code_d
     assert job["spec"]["podFailurePolicy"]["rules"] == [
         {"action": "Ignore", "onExitCodes": {"containerName": container["name"],
                                              "operator": "In",
-                                             "values": [PREEMPTED_EXIT_CODE]}},
+                                             "values": [LOST_PEER_EXIT_CODE,
+                                                        PREEMPTED_EXIT_CODE]}},
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
                                                   "status": "True"}]},
     ]
-    assert PREEMPTED_EXIT_CODE == 143
+    assert (LOST_PEER_EXIT_CODE, PREEMPTED_EXIT_CODE) == (75, 143)
 
 
 @pytest.mark.parametrize(("data", "output"), [

@@ -51,6 +51,13 @@ def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, un
     warnings = [line for line in output.splitlines()   # a compiled model's own is expected
                 if "warning" in line and "the model is compiled" not in line]
     assert not warnings, output[-4000:]
+    # the survivor says it in (at most) one line, no traceback (issue 43)
+    assert "Traceback" not in output and "CollectiveReduce" not in output, output[-4000:]
+    survivor = [line for line in output.splitlines() if line.startswith("[worker:0]")
+                and ("lost" in line or "rror" in line or "abort" in line)]
+    assert len(survivor) <= 1, survivor
+    assert all(line.startswith("[worker:0] tfyard: error: lost worker:1 (127.0.0.1:")
+               for line in survivor), survivor
     summary = read_json(tmp_path / "summary.json")
     assert summary["final_step"] == 40 and summary["model"] == unkilled["model"]
     assert killed_at <= summary["resumed_from_step"] < 40

@@ -124,6 +124,7 @@ def test_parameter_server_chief_sigterm_loses_nothing_and_a_lost_ps_restarts(tmp
     output = finish(proc)
     assert "tfyard: chief:0 was preempted (exit code 143: saved and stopped)" in output
     assert "tfyard: ps:0 failed with signal SIGKILL" in output
+    assert "Traceback" not in output   # the chief, if it noticed first: one line (issue 43)
     assert "tfyard: restarting the job (1/1)" in output
     assert saved_step(output) == first  # 0 steps lost: saved where it stopped
     steps = train_steps(tmp_path)

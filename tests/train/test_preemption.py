@@ -74,14 +74,3 @@ def test_sigterm_only_sets_the_flag_and_exit_says_143(handler, caplog):
     assert exited.value.code == 143
     assert caplog.messages == ["tfyard: preempted at step 7; saved checkpoint ckpt-7; rerun "
                                "to resume (exit 143)"]
-
-
-def test_a_lost_parameter_server_is_one_line():
-    from tfyard.train.loop import parameter_server_loss
-
-    error = tf.errors.UnavailableError(None, None, "failed to connect; from remote target "
-                                       "/job:ps/replica:0/task:1 while calling Enqueue")
-    with pytest.raises(SystemExit) as exited, parameter_server_loss():
-        raise error
-    assert str(exited.value.code).startswith("tfyard: error: lost ps:1 (UnavailableError); ")
-    assert "\n" not in str(exited.value.code)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -13,7 +14,8 @@ import time
 from dataclasses import dataclass
 
 from tfyard.distribute.cluster import ClusterConfig, export_tf_config
-from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
+from tfyard.distribute.lost import lost_line
+from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED_EXIT_CODE, UserError
 
 STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 # Inter-op threads for servers: a PS task with fewer than a handful dead-locks on small machines.
@@ -198,7 +200,8 @@ def reachable(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> int:
+def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
+          chief_files: tuple[str, str] | None = None) -> int:
     """Run this task's server until the chief has come and gone; returns the exit status.
 
     Gives up, naming the chief's address, if the chief is not reachable within
@@ -206,7 +209,12 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> 
     SIGTERM (preemption) returns PREEMPTED_EXIT_CODE once the chief has ended, at most
     SERVER_GRACE_S later: the chief, signalled too when the whole job is preempted, still
     needs the variables (ps) and its running closures (workers) to save.
+    `chief_files` are the chief's lease and summary.json: when this task saw the lease
+    (the run directory is shared) and the chief went without writing its summary, the
+    chief was lost: one line and LOST_PEER_EXIT_CODE, so a Kubernetes Job restarts this
+    member with the chief instead of counting it done.
     """
+    started = time.time()
     start_server(cluster)
     terminated = _sigterm_event()
     me, chief = f"{cluster.role}:{cluster.task_index}", cluster.jobs["chief"][0]
@@ -219,11 +227,16 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> 
                 "raise --startup_timeout"
             )
         time.sleep(poll)
-    misses = 0
+    misses, shared = 0, False
     while misses < 3 and not terminated.is_set():
         time.sleep(poll)
         misses = 0 if reachable(chief) else misses + 1
+        shared = shared or bool(chief_files and os.path.exists(chief_files[0]))
     if not terminated.is_set():
+        if shared and not chief_finished(chief_files[1], started):
+            print(lost_line(f"chief:0 ({chief})", f"before it finished; {me} stops"),
+                  file=sys.stderr, flush=True)
+            return LOST_PEER_EXIT_CODE
         print(f"tfyard: chief {chief} has ended; {me} stops", file=sys.stderr, flush=True)
         return 0
     ends = time.monotonic() + SERVER_GRACE_S
@@ -232,6 +245,17 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0) -> 
     print(f"tfyard: {me} got SIGTERM; stops (exit {PREEMPTED_EXIT_CODE}, safe to restart)",
           file=sys.stderr, flush=True)
     return PREEMPTED_EXIT_CODE
+
+
+def chief_finished(summary: str, since: float) -> bool:
+    """Whether the chief wrote its summary after `since`, other than a preemption's."""
+    try:
+        if os.path.getmtime(summary) < since:
+            return False
+        with open(summary, encoding="utf-8") as handle:
+            return json.load(handle).get("stop_reason") != "preempted"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _sigterm_event():

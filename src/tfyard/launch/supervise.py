@@ -6,7 +6,10 @@ child processes of Ray actors; both hand this module one handle per member.
   with --max_restarts the whole job starts again (the program resumes from its checkpoint).
   Under parameter-server training a failed worker restarts alone while the chief carries on.
 - A member exiting with PREEMPTED_EXIT_CODE (143: it saved after a SIGTERM) restarts the
-  job without spending a restart.
+  job without spending a restart. One exiting LOST_PEER_EXIT_CODE (75) lost a peer: the peer
+  that went first is named, and the restart spends one credit for both.
+- The evaluator is a side-car: when it fails it restarts alone (spending a restart), or,
+  with none left, training goes on without it.
 - A member whose heartbeat file (tfyard.distribute.heartbeat) is older than --hang_timeout
   while its process is stopped or stuck in the kernel is frozen: it is killed, named, and
   the job restarts under --max_restarts.
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
-from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
+from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED_EXIT_CODE, UserError
 
 TAIL_LINES = 10  # of a failed member's output, repeated in the final error
 SUSPEND_GAP_S = 5.0  # a longer pause of the watch loop: we were not running, judge later
@@ -170,6 +173,7 @@ class Attempt:
         self.members, self.backend, self.policy, self.write = members, backend, policy, write
         self.handles: list[Handle | None] = [None] * len(members)
         self.configs: list[ClusterConfig] = []
+        self.dropped: set[int] = set()  # members the job goes on without (an evaluator)
 
     def start(self) -> None:
         self.configs = tf_configs(self.members, self.backend.addresses())
@@ -211,6 +215,11 @@ class Attempt:
         """
         if failure.preempted or failure.what.startswith("froze"):
             return i, failure
+        if failure.code == LOST_PEER_EXIT_CODE:  # a symptom: name the peer that went first
+            for j, handle in enumerate(self.handles):
+                code = handle.poll() if j != i else None
+                if code not in (None, 0, LOST_PEER_EXIT_CODE):
+                    return j, self.failure(j, code, 0.0)
         for j, handle in enumerate(self.handles):
             if j == i or handle.poll() is not None:
                 continue
@@ -238,7 +247,8 @@ class Attempt:
             last_tick = now
             codes = [handle.poll() for handle in self.handles]
             for i, code in enumerate(codes):
-                failure = None if i in stopped else self.failure(i, code, now - fresh_since)
+                gone = i in stopped or i in self.dropped
+                failure = None if gone else self.failure(i, code, now - fresh_since)
                 if failure is not None:
                     i, failure = self.root_cause(i, failure)
                     if not replace(i, failure):
@@ -328,12 +338,14 @@ def _run_attempt(attempt: Attempt, replace) -> Failure | None:
 def _replacer(attempt: Attempt, policy: Policy, counts: dict,
               write: Callable[[str], None]) -> Callable[[int, Failure], bool]:
     """Under PS a worker restarts alone: the chief's ClusterCoordinator re-schedules its
-    steps on the others and takes it back when it returns."""
+    steps on the others and takes it back when it returns. The evaluator, a side-car that
+    nobody waits for, restarts alone too, and with no restart left training goes on."""
     members = attempt.members
     parameter_server = any(m.job == "ps" for m in members)
 
     def replace(i: int, failure: Failure) -> bool:
-        if not parameter_server or members[i].job != "worker":
+        evaluator = members[i].job == "evaluator"
+        if not evaluator and (not parameter_server or members[i].job != "worker"):
             return False
         if failure.preempted:
             counts["preemptions"] += 1
@@ -341,6 +353,11 @@ def _replacer(attempt: Attempt, policy: Policy, counts: dict,
         elif counts["restarts"] < policy.max_restarts:
             counts["restarts"] += 1
             used = f"{counts['restarts']}/{policy.max_restarts}"
+        elif evaluator:
+            write(f"tfyard: {members[i].name} {failure.what}; no restart left "
+                  f"(--max_restarts {policy.max_restarts}), training goes on without it\n")
+            attempt.dropped.add(i)
+            return True
         else:
             return False
         write(f"tfyard: {members[i].name} {failure.what}; restarting it alone ({used})\n")
@@ -351,15 +368,38 @@ def _replacer(attempt: Attempt, policy: Policy, counts: dict,
     return replace
 
 
-def locked_writer(stream) -> Callable[[str], None]:
-    lock = threading.Lock()
+class LockedWriter:
+    """Whole lines from every member and the launcher to one stream, one writer at a time.
 
-    def write(text: str) -> None:
-        with lock:
-            stream.write(text)
-            stream.flush()
+    A member's `tfyard: error: ...` line that another member already printed is left out:
+    a bad flag fails every member alike, and once is enough. `recent` holds the last lines
+    written, so the final report repeats only a failed member's lines that scrolled away.
+    """
 
-    return write
+    def __init__(self, stream):
+        self.stream, self.lock = stream, threading.Lock()
+        self.errors: set[str] = set()
+        self.recent: collections.deque = collections.deque(maxlen=TAIL_LINES)
+
+    def __call__(self, text: str) -> None:
+        prefix, _, said = text.partition("] ")
+        if prefix.startswith("[") and said.startswith("tfyard: error:"):
+            with self.lock:
+                if said in self.errors:
+                    return
+                self.errors.add(said)
+        with self.lock:
+            self.stream.write(text)
+            self.stream.flush()
+            self.recent.extend(text.splitlines())
+
+    def unseen(self, lines: Sequence[str]) -> list[str]:
+        """`lines` less those among the last ones written."""
+        return [line for line in lines if line not in self.recent]
+
+
+def locked_writer(stream) -> LockedWriter:
+    return LockedWriter(stream)
 
 
 def _install_stop_handlers() -> dict:

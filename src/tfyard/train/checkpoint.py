@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
+from tfyard.distribute.lost import is_peer_loss
 from tfyard.errors import UserError, disk_reason, plain_op_error
 from tfyard.train.guards import diverged
 from tfyard.train.outputs import checkpoint_paths
@@ -140,6 +141,8 @@ class Checkpoints:
             path = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as exc:
             remove_temporaries(self._own_dir)
+            if is_peer_loss(exc) and not disk_reason(exc):
+                raise  # a lost ps or peer, not the disk: said by distribute.lost.peer_loss
             raise UserError(
                 f"cannot write checkpoint at step {step} to {self._own_dir} "
                 f"({disk_reason(exc) or plain_op_error(exc)}); free space or choose a "

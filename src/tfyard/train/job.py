@@ -11,18 +11,18 @@ import hashlib
 import json
 import logging
 import os
-from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from tfyard import platform as platform_contract
 from tfyard.distribute import heartbeat
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
+from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import UserError
 from tfyard.train import outputs
 from tfyard.train.console import configure_console
-from tfyard.train.lease import take_lease
+from tfyard.train.lease import LEASE_FILE, take_lease
 from tfyard.train.options import TrainOptions, parse_train_args
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
@@ -52,9 +52,11 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
     heartbeat.start_from_env()  # the launcher watches for frozen members
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
-        status = strategies.serve(cluster, startup_timeout=options.startup_timeout)
+        status = strategies.serve(cluster, startup_timeout=options.startup_timeout,
+                                  chief_files=(os.path.join(plat.output_dir, LEASE_FILE),
+                                               os.path.join(plat.output_dir, outputs.SUMMARY)))
         if status:
-            raise SystemExit(status)  # SIGTERM: 143, the launcher restarts it
+            raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
         return None
     with take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
         from tfyard.train.task import make_task
@@ -68,7 +70,6 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
             return run_sidecar(options, plat, task)
         from tfyard.train import preemption
         from tfyard.train.build import RunContext, prepare, start_strategy
-        from tfyard.train.loop import parameter_server_loss
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
@@ -82,7 +83,7 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
         controller, restored = _controller(prepared, watchdog)
         _announce(prepared, restored, controller.state.start_step)
         with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
-                parameter_server_loss() if plan.strategy == "parameter_server" else nullcontext():
+                peer_loss(cluster, plan.strategy, lambda: controller.state.step):
             state = controller.run()
         summary = _finish(prepared, state)
         if state.stop_reason == preemption.PREEMPTED:

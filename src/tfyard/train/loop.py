@@ -9,8 +9,6 @@ writes no files: checkpoints, reports and evaluation are the Controller's action
 
 from __future__ import annotations
 
-import contextlib
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,23 +119,6 @@ class CoordinatorExecutor:
         return False  # variables live on the parameter servers: one copy already
 
     update_in_xla = False  # remote variables cannot live inside an XLA cluster
-
-
-@contextlib.contextmanager
-def parameter_server_loss():
-    """A lost ps task ends the process in one line (exit 1) instead of a traceback.
-
-    The coordinator waits for a lost worker to come back, but the variables of a lost ps
-    are gone (PSUnavailableError, or UnavailableError reading one): only a restart from
-    the latest checkpoint can go on."""
-    try:
-        yield
-    except tf.errors.UnavailableError as exc:
-        tasks = sorted(set(re.findall(r"/job:ps/replica:0/task:(\d+)", str(exc))))
-        lost = ", ".join(f"ps:{t}" for t in tasks) or "a parameter server"
-        raise SystemExit(f"tfyard: error: lost {lost} ({type(exc).__name__}); its variables "
-                         "are gone, so the job must restart from the latest checkpoint "
-                         "(launch local --max_restarts does)") from None
 
 
 def replica_statistics(model) -> list:

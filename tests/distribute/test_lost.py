@@ -1,0 +1,62 @@
+"""A lost peer is one line naming it (tfyard.distribute.lost); the real kills are in
+tests/reliability/test_lost_members.py."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from tfyard.distribute.cluster import parse_tf_config
+from tfyard.distribute.lost import lost_members, peer_loss
+from tfyard.errors import LOST_PEER_EXIT_CODE
+
+WORKERS = {"worker": ["127.0.0.1:2001", "127.0.0.1:2002"]}
+# The survivor's error when worker:1 was SIGKILLed mid all-reduce (TensorFlow 2.21).
+ABORTED = ("Graph execution error:\n\nDetected at node while/sgd/CollectiveReduceV2 defined "
+           "at ...\nCollective ops is aborted by: recvmsg:Connection reset by peer\nAdditional "
+           "GRPC error information from remote target /job:worker/replica:0/task:1 while "
+           "calling /tensorflow.WorkerService/RecvBuf:\n:UNKNOWN:Error received from peer")
+
+
+def config(cluster, job="worker", index=0):
+    return parse_tf_config({"cluster": cluster, "task": {"type": job, "index": index}})
+
+
+def test_the_lost_member_is_named_with_its_address_never_oneself():
+    assert lost_members(ABORTED, config(WORKERS)) == ["worker:1 (127.0.0.1:2002)"]
+    assert lost_members(ABORTED, config(WORKERS, index=1)) == []
+    assert lost_members("/job:ps/replica:0/task:3 twice /job:ps/replica:0/task:3",
+                        config(WORKERS)) == ["ps:3"]   # not in the cluster: no address
+
+
+@pytest.mark.parametrize("error, strategy, cluster, said", [
+    (tf.errors.UnavailableError(None, None, ABORTED), "multi_worker_mirrored", WORKERS,
+     "lost worker:1 (127.0.0.1:2002) (UnavailableError) during all-reduce after step 20;"),
+    (tf.errors.CancelledError(None, None, "Collective ops is aborted by: cancelled"),
+     "multi_worker_mirrored", WORKERS,
+     "lost an all-reduce peer (CancelledError) during all-reduce after step 20;"),
+    (tf.errors.UnavailableError(None, None, "failed to connect; from remote target "
+                                "/job:ps/replica:0/task:0 while calling Enqueue"),
+     "parameter_server", {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]},
+     "lost ps:0 (h:2) (UnavailableError) (its variables are gone) after step 20;"),
+])
+def test_a_lost_peer_is_one_line_and_the_retryable_exit(capsys, error, strategy, cluster,
+                                                         said):
+    with pytest.raises(SystemExit) as exited, peer_loss(config(cluster, "chief" if "chief"
+                                                                in cluster else "worker"),
+                                                         strategy, lambda: 20):
+        raise error
+    assert exited.value.code == LOST_PEER_EXIT_CODE == 75
+    err = capsys.readouterr().err
+    assert err.startswith(f"tfyard: error: {said} the job must restart from the latest "
+                          "checkpoint (exit 75"), err
+    assert err.count("\n") == 1
+
+
+def test_other_errors_and_single_processes_are_left_alone():
+    with pytest.raises(tf.errors.InvalidArgumentError), \
+            peer_loss(config(WORKERS), "multi_worker_mirrored", lambda: 0):
+        raise tf.errors.InvalidArgumentError(None, None, "labels out of range")
+    with pytest.raises(tf.errors.UnavailableError), \
+            peer_loss(parse_tf_config(None), "one_device", lambda: 0):
+        raise tf.errors.UnavailableError(None, None, ABORTED)

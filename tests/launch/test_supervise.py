@@ -1,0 +1,78 @@
+"""The supervisor's judgement of who failed, on members whose exits are scripted (the real
+processes are in test_local.py and tests/reliability/test_lost_members.py)."""
+
+from __future__ import annotations
+
+import collections
+import signal
+import time
+
+from tfyard.errors import LOST_PEER_EXIT_CODE
+from tfyard.launch.supervise import Policy, roster, supervise
+
+
+class Scripted:
+    """A member handle that exits with `code` `after` seconds, or runs until stopped."""
+
+    def __init__(self, code, after):
+        self.code, self.at, self.lost = code, time.monotonic() + after, None
+        self.tail = collections.deque(["last line"])
+
+    def poll(self):
+        return self.code if self.code is not None and time.monotonic() >= self.at else None
+
+    def heartbeat_age(self):
+        return None
+
+    def terminate(self, signum=signal.SIGTERM):
+        self.code, self.at = self.code if self.poll() is not None else -signum, 0
+
+    def kill(self):
+        self.terminate(signal.SIGKILL)
+
+    def stop(self, grace):
+        self.terminate()
+
+
+class Backend:
+    def __init__(self, script):
+        self.script, self.spawned = script, []
+
+    def addresses(self):
+        return [f"127.0.0.1:{2000 + i}" for i in range(len(self.script))]
+
+    def spawn(self, i, member, config):
+        code, after = self.script[member.name].pop(0)
+        self.spawned.append(member.name)
+        return Scripted(code, after)
+
+
+def run(members, script, max_restarts=0):
+    lines = []
+    outcome = supervise(members, Backend(script), Policy(max_restarts, grace=0, poll=0.01),
+                        lines.append)
+    return outcome, "".join(lines)
+
+
+def test_a_member_that_lost_its_peer_is_a_symptom_the_peer_is_named():
+    # worker:0 (polled first) exits 75 because worker:1 was SIGKILLed just before
+    outcome, text = run(roster(2), {"worker:0": [(LOST_PEER_EXIT_CODE, 0.05)],
+                                    "worker:1": [(-signal.SIGKILL, 0.05)]})
+    assert outcome.failed.name == "worker:1" and outcome.returncode == 137, text
+    assert text == "tfyard: worker:1 failed with signal SIGKILL\n"
+
+
+def test_a_lost_peer_alone_still_spends_a_restart():
+    outcome, text = run(roster(2), {"worker:0": [(LOST_PEER_EXIT_CODE, 0.05), (0, 0.05)],
+                                    "worker:1": [(None, 0), (0, 0.05)]}, max_restarts=1)
+    assert outcome.returncode == 0 and outcome.restarts == 1, text
+
+
+def test_a_failed_evaluator_restarts_alone_then_training_goes_on_without_it():
+    members = roster(1, chief=True, evaluator=True)
+    outcome, text = run(members, {"chief:0": [(0, 0.3)], "worker:0": [(None, 0)],
+                                  "evaluator:0": [(1, 0.05), (1, 0.05)]}, max_restarts=1)
+    assert outcome.returncode == 0, text
+    assert "evaluator:0 failed with exit code 1; restarting it alone (1/1)" in text
+    assert ("evaluator:0 failed with exit code 1; no restart left (--max_restarts 1), "
+            "training goes on without it") in text
