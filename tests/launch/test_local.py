@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -168,3 +169,29 @@ def test_max_restarts_resumes_after_a_worker_is_killed(tmp_path):
     assert 5 <= summary["resumed_from_step"] < 40
     assert _all_gone(first)
     assert recorded_pids(pid_dir)["worker:1"] != first["worker:1"]
+
+
+def test_a_bad_flag_in_the_command_is_printed_once():
+    """Every member fails alike on a bad flag: its one line is said once, not once per
+    member and again in the final report."""
+    proc = launch("local", "--workers", 3, "--", sys.executable, "-m", "tfyard", "train",
+                  "--bogus", 1)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out
+    assert out.count("tfyard: error: unrecognized arguments: --bogus 1") == 1, out
+    assert "tfyard: launch failed: worker:" in out
+
+
+def test_more_members_than_the_cores_hold_warn_then_are_refused():
+    from tfyard.launch.local import check_cores
+
+    assert check_cores(4, cores=2) is None
+    assert check_cores(5, cores=2) == ("tfyard: warning: 5 members share 2 CPU core(s); each "
+                                       "trains slower than with fewer members")
+    with pytest.raises(UserError, match=r"^100 members on 2 CPU core\(s\) is more than 8 a "
+                       r"core; start at most 16 here, or spread them over machines with "
+                       r"`tfyard launch ray` or `launch spark`$"):
+        check_cores(100, cores=2)
+    proc = launch("local", "--workers", 1000, "--", "true")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out.count("\n") == 1 and "1000 members on" in out, out

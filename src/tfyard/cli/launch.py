@@ -97,27 +97,36 @@ def _policy(args):
     return Policy(args.max_restarts, args.grace, args.grace_period, args.hang_timeout)
 
 
-def _report(outcome) -> int:
+def _report(outcome, write) -> int:
+    """The one final line, and the failed member's last lines unless they were the last
+    ones printed (a bad flag is said once, not again here)."""
     if outcome.returncode:
-        print("\n".join([f"tfyard: launch failed: {outcome.message}", *outcome.tail]),
-              file=sys.stderr)
+        print("\n".join([f"tfyard: launch failed: {outcome.message}",
+                         *write.unseen(outcome.tail)]), file=sys.stderr)
     return outcome.returncode
 
 
 def launch_local(args) -> int:
-    from tfyard.launch.local import run_local
+    from tfyard.launch.local import check_cores, run_local
+    from tfyard.launch.supervise import locked_writer, roster
 
+    write = locked_writer(sys.stdout)
+    crowded = check_cores(len(roster(args.workers, args.chief, args.ps, args.evaluator)))
+    if crowded:
+        write(crowded + "\n")
     return _report(run_local(_command(args), args.workers, args.chief, args.ps, args.evaluator,
                              args.max_restarts, args.grace, grace_period=args.grace_period,
-                             hang_timeout=args.hang_timeout))
+                             hang_timeout=args.hang_timeout, write=write), write)
 
 
 def launch_ray(args) -> int:
     from tfyard.launch.ray import Placement, run_ray
+    from tfyard.launch.supervise import locked_writer
 
     placement = Placement(args.cpus_per_member, args.gpus_per_member, args.strategy)
+    write = locked_writer(sys.stdout)
     return _report(run_ray(_command(args), args.workers, args.chief, args.ps, args.evaluator,
-                           args.address, placement, _policy(args)))
+                           args.address, placement, _policy(args), write), write)
 
 
 def launch_spark(args) -> int:

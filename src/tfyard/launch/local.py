@@ -54,6 +54,26 @@ def member_env(config: ClusterConfig, base: dict[str, str] | None = None,
     return env
 
 
+# Members per CPU core: beyond WARN_PER_CORE each trains visibly slower than fewer would;
+# beyond MAX_PER_CORE the machine mostly switches between them (and their TensorFlow
+# runtimes, ~0.5 GB each, may not fit in memory), so the launch is refused.
+WARN_PER_CORE, MAX_PER_CORE = 2, 8
+
+
+def check_cores(members: int, cores: int | None = None) -> str | None:
+    """Refuse more members than this machine can run; a warning line when it is crowded."""
+    cores = cores or len(os.sched_getaffinity(0))
+    if members > MAX_PER_CORE * cores:
+        raise UserError(
+            f"{members} members on {cores} CPU core(s) is more than {MAX_PER_CORE} a core; "
+            f"start at most {MAX_PER_CORE * cores} here, or spread them over machines with "
+            "`tfyard launch ray` or `launch spark`")
+    if members > WARN_PER_CORE * cores:
+        return (f"tfyard: warning: {members} members share {cores} CPU core(s); each trains "
+                "slower than with fewer members")
+    return None
+
+
 def check_command(command: Sequence[str]) -> None:
     if not command:
         raise UserError("no command to run; put it after `--`, e.g. -- python train.py")
