@@ -61,6 +61,15 @@ def test_user_errors_are_one_line_exit_2():
     assert "unrecognized arguments" in flag.stderr
 
 
+def test_cluster_show_lists_tensorflows_variables_not_terraforms():
+    env = {"TF_CLI_CONFIG_FILE": "/home/u/.terraformrc", "TF_VAR_region": "eu",
+           "TF_LOG": "DEBUG", "TF_CPP_MIN_LOG_LEVEL": "1", "TF_XLA_FLAGS": "--x"}
+    result = run_tfyard("cluster", "show", "--num_gpus", "0", "--json", env=env)
+    shown = json.loads(result.stdout)["environment"]
+    assert "TF_CPP_MIN_LOG_LEVEL" in shown and "TF_XLA_FLAGS" in shown
+    assert not {"TF_CLI_CONFIG_FILE", "TF_VAR_region", "TF_LOG"} & set(shown)
+
+
 def test_cluster_show_masks_secrets_in_the_environment():
     env = {"TF_CONFIG": LEGACY, "TFYARD_REGISTRY_PASSWORD": "hunter2-secret",
            "TFYARD_API_TOKEN": "tok-123", "TFYARD_WORK_DIR": "/scratch"}

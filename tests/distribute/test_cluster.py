@@ -110,6 +110,24 @@ def test_tf_config_file(tmp_path):
         load_cluster_config({"TF_CONFIG_FILE": str(tmp_path / "missing.json")})
 
 
+def test_tf_config_file_errors_name_the_file_and_two_sources_must_agree(tmp_path):
+    path = tmp_path / "tf_config.json"
+    path.write_text('{"cluster": {"worker": ["h:1"]},\n "task": oops}')
+    with pytest.raises(UserError) as err:
+        load_cluster_config({"TF_CONFIG_FILE": str(path)})
+    assert str(err.value).startswith(f"TF_CONFIG_FILE {str(path)!r} is not valid JSON "
+                                     "(Expecting value at line 2 column 10)")
+    path.write_text(json.dumps(LEGACY))
+    both = {"TF_CONFIG_FILE": str(path), "TF_CONFIG": json.dumps(
+        {"cluster": {"worker": ["h:9"]}, "task": {"type": "worker", "index": 0}})}
+    with pytest.raises(UserError, match=r"^TF_CONFIG and TF_CONFIG_FILE \(.*\) are both set "
+                       "and describe different tasks; unset one of them$"):
+        load_cluster_config(both)
+    # the file's translated form, as tfyard exports it, agrees with the file
+    translated = json.dumps(parse_tf_config(LEGACY).to_tf_config())
+    assert load_cluster_config({**both, "TF_CONFIG": translated}).role == "chief"
+
+
 def test_export_writes_the_translated_form():
     env = {}
     export_tf_config(parse_tf_config(LEGACY), env)

@@ -13,6 +13,11 @@ from tfyard.train.options import add_option_arguments
 
 # Environment variables that shape a training process, shown (secrets masked) by `show`.
 _ENV_PREFIXES = ("TF_", "TFYARD_", "CUDA_", "SPARK_", "PYSPARK_", "JOB_COMPLETION_INDEX")
+# Terraform's own TF_ variables (developer.hashicorp.com/terraform/cli/config/
+# environment-variables), which share the prefix but mean nothing to TensorFlow.
+_TERRAFORM = ("TF_CLI_", "TF_VAR_", "TF_LOG", "TF_INPUT", "TF_WORKSPACE", "TF_IN_AUTOMATION",
+              "TF_REGISTRY_", "TF_PLUGIN_CACHE_", "TF_DATA_DIR", "TF_IGNORE", "TF_TOKEN_",
+              "TF_STATE_PERSIST_INTERVAL", "TF_APPEND_USER_AGENT", "TF_REATTACH_PROVIDERS")
 
 _EPILOG = """TF_CONFIG is read from the environment or from the file named by TF_CONFIG_FILE:
   {"cluster": {"chief": ["host:2222"], "worker": ["host:2223"], "ps": ["host:2224"]},
@@ -51,7 +56,8 @@ def show_cluster(args) -> int:
         "strategy": plan.strategy,
         "reason": plan.reason,
         "environment": mask_secrets({k: v for k, v in sorted(os.environ.items())
-                                     if k.startswith(_ENV_PREFIXES)}),
+                                     if k.startswith(_ENV_PREFIXES)
+                                     and not k.startswith(_TERRAFORM)}),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))

@@ -86,8 +86,9 @@ class ClusterConfig:
 SINGLE = ClusterConfig()
 
 
-def parse_tf_config(text: str | Mapping | None) -> ClusterConfig:
-    """Parse TF_CONFIG (JSON text or a decoded dict) into a validated ClusterConfig."""
+def parse_tf_config(text: str | Mapping | None, source: str = "TF_CONFIG") -> ClusterConfig:
+    """Parse TF_CONFIG (JSON text or a decoded dict) into a validated ClusterConfig;
+    `source` names where the text came from in a JSON error."""
     if text is None or (isinstance(text, str) and not text.strip()):
         return SINGLE
     if isinstance(text, str):
@@ -95,7 +96,8 @@ def parse_tf_config(text: str | Mapping | None) -> ClusterConfig:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(
-                f"TF_CONFIG is not valid JSON ({exc.msg} at character {exc.pos}); {_HINT}"
+                f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                f"{exc.colno}); {_HINT}"
             ) from None
     else:
         raw = text
@@ -262,23 +264,29 @@ def tf_config_from_legacy_flags(ps_hosts: str | None, worker_hosts: str, job_nam
 
 
 def load_cluster_config(environ: Mapping[str, str] | None = None) -> ClusterConfig:
-    """Read TF_CONFIG from the environment, or from the file named by TF_CONFIG_FILE."""
+    """Read TF_CONFIG from the environment, or from the file named by TF_CONFIG_FILE.
+
+    Both set is fine while they describe the same task (tfyard exports the file's
+    translated form into TF_CONFIG); otherwise one of them would be silently ignored."""
     env = os.environ if environ is None else environ
     text = env.get("TF_CONFIG")
     path = env.get("TF_CONFIG_FILE")
-    if not text and path:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise UserError(
-                f"TF_CONFIG_FILE {path!r} cannot be read ({exc.strerror}); fix the path or unset it"
-            ) from None
-        except UnicodeDecodeError:
-            raise UserError(
-                f"TF_CONFIG_FILE {path!r} is not UTF-8 text; write it as JSON"
-            ) from None
-    return parse_tf_config(text)
+    if not path:
+        return parse_tf_config(text)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            from_file = parse_tf_config(handle.read(), f"TF_CONFIG_FILE {path!r}")
+    except OSError as exc:
+        raise UserError(
+            f"TF_CONFIG_FILE {path!r} cannot be read ({exc.strerror}); fix the path or unset it"
+        ) from None
+    except UnicodeDecodeError:
+        raise UserError(f"TF_CONFIG_FILE {path!r} is not UTF-8 text; write it as JSON") from None
+    if text and text.strip() and parse_tf_config(text) != from_file:
+        raise UserError(
+            f"TF_CONFIG and TF_CONFIG_FILE ({path!r}) are both set and describe different "
+            "tasks; unset one of them")
+    return from_file
 
 
 def export_tf_config(config: ClusterConfig, environ=None) -> None:
