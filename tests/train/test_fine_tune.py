@@ -284,6 +284,11 @@ def test_a_resume_keeps_its_checkpoint_and_never_reads_the_source_again(
     assert (f"tfyard: warning: --init_checkpoint {source_run} differs from the {source} this "
             "run started from; it resumes from its own checkpoint and applies neither"
             in other.stderr + other.stdout)
+    record = read_json(split / "run.json")   # the source the weights came from, kept
+    assert record["init_checkpoint"] == str(source) and record["init"]["source"] == str(source)
+    again = fine_tune(source_run, two_classes, split, *flags[:2], "--train_steps", "24")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"differs from the {source} this run started from" in again.stderr + again.stdout
 
 
 @pytest.mark.cluster

@@ -104,6 +104,17 @@ def test_bad_training_input_is_one_line(tmp_path, flags, fragment):
     assert "Traceback" not in result.stderr
 
 
+def test_a_refused_start_leaves_no_folder_it_made(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "kept").mkdir()
+    for out in (tmp_path / "runs" / "first", tmp_path / "kept"):
+        result = run_tfyard("train", "--dataset", "imagenet", "--data_dir", tmp_path / "empty",
+                            "--output_dir", out, "--num_gpus", "0", "--quiet")
+        assert result.returncode == 2 and "no train shards" in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "kept"]
+    assert list((tmp_path / "kept").iterdir()) == []   # no logs/, no work/
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_mixed_precision_trains(tmp_path, digits_work, dtype):
     train(tmp_path, digits_work, "--train_steps", "40", "--dtype", dtype, "--no_export",

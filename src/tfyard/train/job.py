@@ -47,7 +47,34 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
     `model`, `data` and `eval_data` replace `options.model` and `options.dataset` with the
     user's own (`tfyard.fit`); see `train.task.make_task`."""
     plat = platform_contract.resolve(options.data_dir, options.output_dir, options.work_dir,
-                                     options.log_dir, options.num_gpus)
+                                     options.log_dir, options.num_gpus, create=False)
+    with made_dirs(plat.output_dir, plat.work_dir, plat.log_dir):
+        return _train(options, plat, model, data, eval_data, num_classes, class_names)
+
+
+@contextlib.contextmanager
+def made_dirs(*paths: str):
+    """Create the run's directories; when the run fails, remove those it created that are
+    still empty, so a start refused in one line (a wrong --data_dir) leaves nothing behind."""
+    created = []
+    for path in paths:
+        while not platform_contract.is_remote(path) and not os.path.exists(path) \
+                and path not in created:
+            created.append(path)
+            path = os.path.dirname(path)
+    for path in paths:
+        platform_contract.make_dirs(path)
+    try:
+        yield
+    except BaseException:
+        for path in sorted(created, key=len, reverse=True):   # the deepest first
+            with contextlib.suppress(OSError):   # not empty: the run wrote there
+                os.rmdir(path)
+        raise
+
+
+def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int | None,
+           class_names) -> dict | None:
     cluster = load_cluster_config()
     heartbeat.start_from_env()  # the launcher watches for frozen members
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
@@ -139,6 +166,7 @@ def _restore(prepared: Prepared):
         seed_states,
         settings_difference,
     )
+    from tfyard.train.pretrained import kept_on_resume
     from tfyard.train.report import write_json_atomic
 
     options, plat = prepared.context.options, prepared.context.plat
@@ -151,7 +179,10 @@ def _restore(prepared: Prepared):
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
-        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), run_record(prepared))
+        record = run_record(prepared)
+        if restored:
+            record = kept_on_resume(record, outputs.read_run(plat.output_dir))
+        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), record)
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
         if difference:

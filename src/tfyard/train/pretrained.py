@@ -89,6 +89,18 @@ def _resumed(given: str, output_dir: str, coordinator: bool) -> dict | None:
     return before.get("init")
 
 
+def kept_on_resume(record: dict, before: dict | None) -> dict:
+    """run.json for a resumed run: the source its first start named (`init_checkpoint`, and
+    `init` but for this start's frozen layers), whatever this start names, so a later
+    resume's warning names the source the weights came from."""
+    if before is None:
+        return record
+    source = {k: v for k, v in (before.get("init") or {}).items() if k != "frozen_layers"}
+    frozen = (record.get("init") or {}).get("frozen_layers")
+    init = {**source, **({"frozen_layers": frozen} if frozen is not None else {})}
+    return {**record, "init_checkpoint": before.get("init_checkpoint"), "init": init or None}
+
+
 def initialize(model, options, head) -> tuple[dict, str]:
     """Assign the source's weights to `model`; (run.json's record, the report's words)."""
     excluded = freezing.select_layers(model, options.init_exclude, "--init_exclude") \
