@@ -139,7 +139,7 @@ def _clean(directory: str, name: str) -> None:
         return
     for entry in glob.glob(os.path.join(glob.escape(directory), f".{name}{TMP}*")):
         try:
-            descriptor = os.open(entry, os.O_RDONLY)
+            descriptor = os.open(entry, os.O_RDONLY | os.O_NONBLOCK)   # a FIFO: no wait
         except OSError:
             continue   # gone meanwhile, or not ours to read
         try:
