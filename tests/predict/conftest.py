@@ -89,3 +89,96 @@ def same_as_local(rows, local_classes: dict) -> None:
         == local_classes
     errors = {name for name, row in zip(names, rows, strict=True) if row["error"]}
     assert errors == {"broken.jpg"}
+
+
+@pytest.fixture(scope="session")
+def edges(folder, tmp_path_factory) -> Path:
+    """One tree of every edge an input set has: nested folders, mixed-case extensions, an
+    empty file, a text file named .png, a 16-bit PNG, a CMYK and an EXIF-rotated JPEG, a
+    symlinked file (listed) and folder (not followed), dot-files and a non-image (never)."""
+    root = tmp_path_factory.mktemp("edges")
+    (root / "a" / "Nested" / "deep").mkdir(parents=True)
+    (root / "b").mkdir()
+    (root / ".cache").mkdir()
+    jpeg = (folder / "validation" / "red" / "0.jpg").read_bytes()
+    (root / "a" / "Nested" / "deep" / "red.JPG").write_bytes(jpeg)
+    (root / "a" / "green.JpEg").write_bytes(
+        (folder / "validation" / "green" / "0.jpg").read_bytes())
+    deep = np.linspace(0, 65535, 96 * 128).reshape(96, 128).astype(np.uint16)
+    Image.fromarray(deep).save(root / "a" / "sixteen.PNG")   # mode I;16
+    photo("blue", 5).convert("CMYK").save(root / "b" / "cmyk.jpeg")
+    exif = Image.Exif()
+    exif[0x0112] = 6   # rotated 90 degrees
+    photo("red", 6).save(root / "b" / "rotated.jpg", exif=exif)
+    (root / "b" / "empty.jpg").write_bytes(b"")
+    (root / "b" / "text.png").write_text("not an image")
+    (root / "b" / ".hidden.jpg").write_bytes(jpeg)
+    (root / ".cache" / "x.jpg").write_bytes(jpeg)
+    (root / "notes.txt").write_text("not an image name")
+    (root / "link.jpg").symlink_to(root / "a" / "green.JpEg")
+    (root / "linked").symlink_to(root / "b", target_is_directory=True)
+    return root
+
+
+EDGE_FILES = ["link.jpg", "a/green.JpEg", "a/sixteen.PNG", "a/Nested/deep/red.JPG",
+              "b/cmyk.jpeg", "b/empty.jpg", "b/rotated.jpg", "b/text.png"]
+
+
+def edge_items(edges: Path) -> list:
+    """The edge tree's images, a path that vanished and a null cell: what the engines'
+    Python forms are handed as a column of paths."""
+    gone = edges / "gone.jpg"
+    gone.write_bytes(b"")
+    gone.unlink()
+    return [str(edges / name) for name in EDGE_FILES] + [str(gone), None]
+
+
+def summary(rows) -> list[tuple]:
+    """(path, class, error) of each row, sorted: what every engine and format must agree
+    on (csv's empty cells read as None, as the other formats' nulls)."""
+    return sorted(((row["path"], row["class_name"] or None, row["error"] or "")
+                   for row in rows), key=lambda r: (r[0] is None, r[0] or ""))
+
+
+def read_rows(output: Path, fmt: str) -> list[dict]:
+    """The rows of a table a predict wrote: a file, or an engine's folder of part files."""
+    import csv
+    import json
+
+    import pyarrow.parquet as pq
+
+    files = sorted(p for p in output.iterdir() if p.name[0] not in "._") \
+        if output.is_dir() else [output]
+    rows = []
+    for part in files:
+        if fmt == "parquet":
+            rows += pq.read_table(part).to_pylist()
+        elif fmt == "jsonl":
+            rows += [json.loads(line) for line in part.read_text().splitlines() if line]
+        else:
+            with open(part, newline="") as stream:
+                rows += list(csv.DictReader(stream))
+    return rows
+
+
+@pytest.fixture(scope="session")
+def edge_rows(run, edges) -> list[tuple]:
+    """The summary of local predict's rows for the edge items."""
+    import tfyard
+
+    return summary(tfyard.predict(run, edge_items(edges)))
+
+
+@pytest.fixture(scope="session")
+def old_export(tmp_path_factory) -> Path:
+    """A SavedModel with no `metadata` signature, as a tfyard before prediction exported."""
+    import tensorflow as tf
+
+    model = tmp_path_factory.mktemp("old") / "saved_model"
+    tf.saved_model.save(tf.Module(), str(model))
+    return model
+
+
+def listed(summary_rows: list[tuple]) -> list[tuple]:
+    """The summary rows of the edge tree's files alone (no vanished file, no null cell)."""
+    return [row for row in summary_rows if row[0] and not row[0].endswith("gone.jpg")]

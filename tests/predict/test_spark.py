@@ -1,7 +1,9 @@
 """Predict on a real local Spark (local[2], one session for the module): the Python form on
 a binaryFile DataFrame and `tfyard predict --on spark` give local predict's classes, the
 broken file contained, each Python worker loading the model once for every batch and both
-jobs; `--on_error fail` is one line naming the file."""
+jobs; `--on_error fail` is one line naming the file; every format and every edge item
+(a null cell, a vanished file, the edge tree) gives local predict's rows; a worker's refusal
+and workers without tfyard are one line."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.predict.conftest import Terminal, same_as_local
+from tests.predict.conftest import Terminal, edge_items, listed, read_rows, same_as_local, summary
 from tfyard import quiet
 from tfyard.cli import main
 from tfyard.predict.worker import LOAD_LOG
@@ -66,7 +68,7 @@ def test_on_error_fail_names_the_file_in_one_line(spark, run, few, tmp_path, cap
     assert main(["predict", "--output_dir", str(run), str(few), "--on", "spark",
                  "--on_error", "fail", "--output", str(out)]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error.startswith("tfyard: error: file:") and "broken.jpg: cannot decode" in error
+    assert error.startswith(f"tfyard: error: {few}/broken.jpg: cannot decode")
     assert not out.exists() and not list(Path(tmp_path).glob(".rows.tmp-*"))
 
 
@@ -78,3 +80,45 @@ def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_pa
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
     assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr
+
+
+def test_every_format_and_edge_item_gives_local_rows(spark, run, edges, edge_rows, tmp_path):
+    import tfyard.spark
+
+    for fmt in ("csv", "jsonl", "parquet"):
+        out = tmp_path / fmt
+        assert main(["predict", "--output_dir", str(run), str(edges), "--on", "spark",
+                     "--format", fmt, "--output", str(out)]) == 0
+        assert summary(read_rows(out, fmt)) == listed(edge_rows), fmt
+
+    paths = spark.createDataFrame([(item,) for item in edge_items(edges)], "path string")
+    assert summary(r.asDict() for r in tfyard.spark.predict(paths, run).collect()) == edge_rows
+    cells = spark.createDataFrame([("a.jpg", None), ("b.jpg", b"")], "path string, content binary")
+    rows = [r.asDict() for r in tfyard.spark.predict(cells, run, top_k=2).collect()]
+    assert [(r["path"], r["error"]) for r in rows] == [
+        ("a.jpg", "no image (the cell is null)"), ("b.jpg", "cannot decode: it is empty (0 bytes)")]
+
+
+def test_workers_without_tfyard_are_one_line(spark, run, tmp_path, monkeypatch):
+    import tfyard.spark
+    from tfyard.errors import UserError
+
+    bare = tmp_path / "python"   # the same Python without site-packages: no tfyard
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    monkeypatch.setattr(spark.sparkContext, "pythonExec", str(bare))
+    frame = spark.createDataFrame([("a.jpg",)], "path string")
+    with pytest.raises(UserError, match=r"^Spark's Python workers \(.*python\) cannot import "
+                                        r"tfyard; set spark.pyspark.python \(or PYSPARK_PYTHON\)"):
+        tfyard.spark.predict(frame, run)
+
+
+def test_a_workers_refusal_is_one_line_in_a_fresh_process(old_export, few, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir",
+                           str(old_export), str(few), "--on", "spark", "--output",
+                           str(tmp_path / "rows")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"tfyard: error: {old_export} was exported by a tfyard without prediction support (no "
+        "`metadata` signature); export it again with this tfyard")
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr  # Spark's start-up only

@@ -10,13 +10,14 @@ import socket
 import pytest
 
 from tfyard.predict import worker
+from tfyard.predict.options import PredictOptions
 
 
 def test_loaded_once_per_process_and_an_unreadable_model_names_the_worker(run, tmp_path,
                                                                           monkeypatch):
     log = tmp_path / "loads.txt"
     monkeypatch.setenv(worker.LOAD_LOG, str(log))
-    job = worker.job(run, top_k=2, batch_size=3)
+    job = worker.job(run, PredictOptions(top_k=2, batch_size=3))
     assert worker.predictor(job) is worker.predictor(job)
     assert log.read_text().split() == [socket.gethostname(), str(os.getpid()), job.saved_model]
 
@@ -32,8 +33,9 @@ def test_loaded_once_per_process_and_an_unreadable_model_names_the_worker(run, t
 def test_a_worker_uses_the_threads_its_engine_gives_it(run):
     from tests.conftest import python_prints
 
+    saved_model = worker.job(run, PredictOptions()).saved_model
     code = ("import tensorflow as tf; from tfyard.predict import worker; "
-            f"worker.predictor(worker.Job({worker.job(run).saved_model!r}, threads=1)); "
+            f"worker.predictor(worker.Job({saved_model!r}, threads=1)); "
             "print(tf.config.threading.get_intra_op_parallelism_threads(), "
             "tf.config.threading.get_inter_op_parallelism_threads())")
     assert python_prints(code) == "1 1"

@@ -7,6 +7,8 @@ import sys
 
 from tfyard import platform
 from tfyard.errors import UserError
+from tfyard.predict.options import add_flags, from_args
+from tfyard.predict.writers import FORMATS
 
 DESCRIPTION = (
     "Predict the class of every image in INPUT (files, folders searched recursively, glob "
@@ -28,58 +30,49 @@ def register(commands) -> None:
         help="the run directory (a copy of its export/ or a SavedModel works too)")
     predict.add_argument("inputs", nargs="+", metavar="INPUT",
                          help="image files, folders (recursive) or glob patterns ('**' too)")
-    predict.add_argument("--top_k", "--top-k", type=int, default=5,
-                         help="how many classes each row lists (default 5)")
     predict.add_argument("--output", metavar="FILE",
                          help="write the table to FILE (default: standard output)")
-    predict.add_argument("--format", choices=("csv", "jsonl", "parquet"), default=None,
+    predict.add_argument("--format", choices=FORMATS, default=None,
                          help="table format (default: by FILE's extension, else csv; parquet "
                          "needs pyarrow and --output)")
-    predict.add_argument("--batch_size", "--batch-size", type=int, default=32,
-                         help="images per model call (default 32)")
-    predict.add_argument("--on_error", "--on-error", choices=("skip", "fail"), default="skip",
-                         help="an unreadable image: a row with its error (skip, default), or "
-                         "stop with no output (fail)")
     scale = predict.add_argument_group(
-        "at scale", "--on spark|ray: the engine lists INPUT and its workers read and score "
-        "it (the model loaded once each; RUN and INPUT must be readable on every worker) into "
-        "--output DIR, part files (parquet by default) that replace DIR whole when all are "
-        "written")
+        "at scale", "--on spark|ray: INPUT is listed here, as for local predict, and the "
+        "engine's workers read and score it (the model loaded once each; RUN and INPUT must "
+        "be readable on every worker) into --output DIR, part files (parquet by default) that "
+        "replace DIR whole when all are written")
     scale.add_argument("--on", choices=("local", "spark", "ray"), default="local",
                        help="where to predict (default: this process)")
     scale.add_argument("--master", help="--on spark: the Spark master URL (default: a local "
                        "Spark, local[WORKERS], started and stopped)")
     scale.add_argument("--address", help="--on ray: the Ray cluster HEAD:PORT (default: "
                        "RAY_ADDRESS, a Ray started on this machine, else a new local one)")
-    scale.add_argument("--workers", type=int, help="--on spark|ray: workers scoring at once "
-                       "(default: the engine's parallelism, one per core)")
+    add_flags(predict, scale)
     predict.set_defaults(func=_predict)
 
 
 def _predict(args) -> int:
+    options = from_args(args)
     if args.on == "local":
         from tfyard.predict.local import predict_files
 
         for flag in ("master", "address", "workers"):
             if getattr(args, flag) is not None:
                 raise UserError(f"--{flag} needs --on spark or --on ray")
-        outcome = predict_files(args.output_dir, args.inputs, args.output, args.format,
-                                args.top_k, args.batch_size, args.on_error)
+        outcome = predict_files(args.output_dir, args.inputs, args.output, args.format, options)
     else:
-        outcome = _predict_at_scale(args)
+        outcome = _predict_at_scale(args, options)
     print(outcome.line(args.output), file=sys.stderr)
     return 0
 
 
-def _predict_at_scale(args):
+def _predict_at_scale(args, options):
     from tfyard import quiet
     from tfyard.predict import scale
 
     other = "address" if args.on == "spark" else "master"
     if getattr(args, other) is not None:
         raise UserError(f"--{other} is for --on {'ray' if other == 'address' else 'spark'}")
-    plan = scale.plan(args.output_dir, args.inputs, args.output, args.format, args.top_k,
-                      args.batch_size, args.on_error, args.workers)
+    plan = scale.plan(args.output_dir, args.inputs, args.output, args.format, options)
     quiet.install()  # now: the local engine's workers inherit the filtered stderr
     if args.on == "ray":
         from tfyard.launch.ray import ray_session
@@ -93,5 +86,5 @@ def _predict_at_scale(args):
     if args.master and args.workers:
         conf.append(f"spark.executor.instances={args.workers}")
     with spark_context(master, conf, "tfyard predict") as sc:
-        sc.setLogLevel("ERROR")
+        sc.setLogLevel("OFF")   # a failed task is raised here; its log lines would repeat it
         return scale.on_spark(sc, plan)

@@ -1,5 +1,11 @@
 """What to predict: image files, folders (recursive) and glob patterns, checked up front and
-then listed lazily, one directory at a time, so a million files never sit in memory."""
+then listed lazily, one directory at a time, so a million files never sit in memory.
+
+This is the one listing of INPUT for every engine: local predict, and the driver of
+`--on spark|ray`, whose workers are handed the paths listed here. What counts as an image is
+training's rule (`data.images`): Keras's extensions in any case, no dot-files or dot-folders,
+symlinked files listed, symlinked folders not followed.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +13,14 @@ import glob
 import os
 from collections.abc import Iterable, Iterator
 
+from tfyard.data.images import IMAGE_EXTENSIONS, is_image, walk_images
 from tfyard.errors import UserError
 
-EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
-
-def _is_image(path: str) -> bool:
-    return path.lower().endswith(EXTENSIONS) and not os.path.basename(path).startswith(".")
-
-
-def _walk(folder: str) -> Iterator[str]:
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        yield from (os.path.join(root, f) for f in sorted(files) if _is_image(f))
+def lists(entry: str) -> bool:
+    """Whether an INPUT entry is listed (a folder, or a pattern that is no file's name)
+    rather than taken as the one file it names."""
+    return not os.path.isfile(entry) and (os.path.isdir(entry) or glob.has_magic(entry))
 
 
 def _expand(entry: str) -> Iterator[str]:
@@ -27,12 +28,12 @@ def _expand(entry: str) -> Iterator[str]:
     if os.path.isfile(entry):
         yield entry
     elif os.path.isdir(entry):
-        yield from _walk(entry)
+        yield from walk_images(entry)
     elif glob.has_magic(entry):
         for match in sorted(glob.iglob(entry, recursive=True)):
             if os.path.isdir(match):
-                yield from _walk(match)
-            elif _is_image(match):
+                yield from walk_images(match)
+            elif is_image(match):
                 yield match
 
 
@@ -45,7 +46,7 @@ def check(inputs: Iterable[str]) -> list[str]:
         if next(_expand(entry), None) is None:
             what = ("holds no images" if os.path.isdir(entry) else "matches no images"
                     if glob.has_magic(entry) else "does not exist")
-            raise UserError(f"{entry} {what} ({'/'.join(EXTENSIONS)}); check the path")
+            raise UserError(f"{entry} {what} ({'/'.join(IMAGE_EXTENSIONS)}); check the path")
     return inputs
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
 from tfyard.predict import inputs as listing
+from tfyard.predict.options import PredictOptions, flag
+from tfyard.predict.rows import COLUMNS
 from tfyard.predict.writers import format_of, table
 from tfyard.replace import check_writable
 
-ON_ERROR = ("skip", "fail")
 TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
 
 
@@ -69,48 +70,54 @@ def files_per_second(rate: float) -> str:
     return f"{rate:.0f} files/s" if rate >= 10 else f"{rate:.1f} files/s"
 
 
-def _problem(row: dict) -> str:
-    return f"{row['path'] if row['path'] is not None else 'an image'}: {row['error']}"
+def named_error(row: dict) -> str:
+    """`PATH: error`, as the final line and `on_error="fail"` name a row's problem."""
+    name = row["path"] if row["path"] is not None else "an item without a path"
+    return f"{name}: {row['error']}"
 
 
-def check_on_error(on_error: str) -> None:
-    if on_error not in ON_ERROR:
-        raise UserError(f"unknown --on_error {on_error!r}; use skip or fail")
+def stopped(row: dict, cli: bool, written: str = "nothing was written") -> UserError:
+    """`on_error="fail"`'s one line for the first row with an error, the option spelled as
+    the caller spells it."""
+    skip = f"{flag('on_error')} skip" if cli else "on_error='skip'"
+    return UserError(f"{named_error(row)}; {written} ({skip} gives it a row with the error "
+                     "and goes on)")
 
 
-def _counted(rows, outcome: Outcome, on_error: str):
-    """The rows, counted; with `on_error="fail"` the first unreadable image stops it all."""
+def _counted(rows, outcome: Outcome, on_error: str, cli: bool = False, streamed: bool = False):
+    """The rows, counted; with `on_error="fail"` the first unreadable image stops it all
+    (after the rows before it, when they are `streamed` to standard output)."""
     start = time.monotonic()
     for row in rows:
         if row["error"]:
             if on_error == "fail":
-                raise UserError(f"{_problem(row)}; nothing was written (--on_error skip "
-                                "gives it a row with the error and goes on)")
+                done = outcome.predicted + outcome.unreadable
+                raise stopped(row, cli, f"the {done} row(s) before it went to standard output"
+                              if streamed and done else "nothing was written")
             outcome.unreadable += 1
-            outcome.first_problem = outcome.first_problem or _problem(row)
+            outcome.first_problem = outcome.first_problem or named_error(row)
         else:
             outcome.predicted += 1
         outcome.seconds = time.monotonic() - start
         yield row
 
 
-def predict_files(run: str, inputs: list[str], output: str | None = None,
-                  fmt: str | None = None, top_k: int = 5, batch_size: int = 32,
-                  on_error: str = "skip") -> Outcome:
+def predict_files(run: str, inputs: list[str], output: str | None, fmt: str | None,
+                  options: PredictOptions) -> Outcome:
     """Predict every image of `inputs` with `run`'s model into a csv, jsonl or parquet table
-    at `output` (stdout when None); see the module docstring."""
+    at `output` (stdout when None), `options` checked by the CLI; see the module docstring."""
     saved_model = locate(run)
     inputs = listing.check(inputs)
     fmt = format_of(output, fmt)
     if output is not None:
         check_writable(output, "--output")
-    check_on_error(on_error)
-    from tfyard.predict.predictor import COLUMNS, Predictor  # TensorFlow loads here
+    from tfyard.predict.predictor import Predictor  # TensorFlow loads here
 
-    predictor = Predictor(saved_model, top_k, batch_size)
+    predictor = Predictor(saved_model, options.top_k, options.batch_size)
     outcome = Outcome()
     files = listing.image_files(inputs)
-    rows = _counted(predictor.rows((path, path) for path in files), outcome, on_error)
+    rows = _counted(predictor.rows((path, path) for path in files), outcome, options.on_error,
+                    cli=True, streamed=output is None)
     with progress(inputs) as advance, table(output, fmt, COLUMNS) as writer:
         for row in rows:
             writer.write(row)
@@ -120,27 +127,33 @@ def predict_files(run: str, inputs: list[str], output: str | None = None,
 
 def predict_rows(run: str, inputs, top_k: int = 5, batch_size: int = 32,
                  on_error: str = "skip") -> list[dict]:
-    """`tfyard.predict`: one dict per image (see `predictor.COLUMNS`), in input order.
-    `inputs` is a path, a glob, or a list of paths, globs and encoded images (bytes); the
-    row of an image given as bytes has `path` None."""
+    """`tfyard.predict`: one dict per item (see `rows.COLUMNS`), in input order. `inputs` is
+    a path, a glob, or a list of paths, folders, globs and encoded images (bytes). A folder or
+    glob that finds no image is refused, as on the command line; any other item gets a row,
+    with an error if it is no image (a file that is missing, empty or unreadable, None, empty
+    bytes, another type). The row of an item that is not a path has `path` None."""
+    options = PredictOptions(top_k, batch_size, on_error).checked()
     saved_model = locate(os.fspath(run))
     entries = [inputs] if isinstance(inputs, str | os.PathLike | bytes) else list(inputs)
-    paths = [e for e in entries if not isinstance(e, bytes | bytearray)]
-    if paths or not entries:
-        listing.check(paths)
-    check_on_error(on_error)
+    listed = [entry for entry in entries if _listing(entry)]
+    if listed or not entries:
+        listing.check(listed)
 
     def items():
         for entry in entries:
-            if isinstance(entry, bytes | bytearray):
-                yield None, bytes(entry)
-            else:
+            if _listing(entry):
                 yield from ((path, path) for path in listing.image_files([os.fspath(entry)]))
+            else:
+                yield os.fspath(entry) if isinstance(entry, str | os.PathLike) else None, entry
 
     from tfyard.predict.predictor import Predictor
 
-    predictor = Predictor(saved_model, top_k, batch_size)
-    return list(_counted(predictor.rows(items()), Outcome(), on_error))
+    predictor = Predictor(saved_model, options.top_k, options.batch_size)
+    return list(_counted(predictor.rows(items()), Outcome(), options.on_error))
+
+
+def _listing(entry) -> bool:
+    return isinstance(entry, str | os.PathLike) and listing.lists(os.fspath(entry))
 
 
 class progress:

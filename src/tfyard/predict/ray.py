@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tfyard.errors import UserError
 from tfyard.predict import worker
+from tfyard.predict.options import PredictOptions
 
 BATCHES_PER_CALL = {"bytes": 4, "path": 48}
 
@@ -65,12 +65,11 @@ def predict(ds, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip
             workers: int | None = None):
     """`ds` with class_id, class_name, score, top_ids, top_names, top_scores and error
     added for each row's `bytes` (or, without them, the image at its `path`), as
-    `tfyard predict` gives them; `workers` actors (default: one per CPU of the cluster),
-    one CPU each."""
-    if workers is not None and workers < 1:
-        raise UserError(f"--workers must be at least 1, got {workers}")
-    job = worker.job(run, top_k, batch_size, on_error)
-    return score(ds, job, workers, rows=job.batch_size * BATCHES_PER_CALL["bytes"])
+    `tfyard predict` gives them (a null, empty or unreadable cell gets a row with an error);
+    `workers` actors (default: one per CPU of the cluster), one CPU each."""
+    options = PredictOptions(top_k, batch_size, on_error, workers).checked()
+    return score(ds, worker.job(run, options), workers,
+                 rows=batch_size * BATCHES_PER_CALL["bytes"])
 
 
 def score_paths(paths: list[str], job: worker.Job, workers: int | None = None, scored=None):
@@ -81,7 +80,7 @@ def score_paths(paths: list[str], job: worker.Job, workers: int | None = None, s
     import ray
 
     workers = pool_size(workers)
-    calls = max(workers, -(-len(paths) // (job.batch_size * BATCHES_PER_CALL["path"])))
+    calls = max(workers, -(-len(paths) // (job.options.batch_size * BATCHES_PER_CALL["path"])))
     ds = ray.data.from_items([{"path": path} for path in paths],
                              override_num_blocks=max(1, min(calls, len(paths))))
     return score(ds, job, workers, scored)

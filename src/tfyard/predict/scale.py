@@ -1,11 +1,14 @@
-"""`tfyard predict --on spark|ray`: INPUT listed by the engine, read and scored by its workers
-(`spark.py`, `ray.py`), written by them as part files into `--output DIR`.
+"""`tfyard predict --on spark|ray`: INPUT listed on the driver by `inputs.py`, as local
+predict lists it, its paths read and scored by the engine's workers (`spark.py`, `ray.py`)
+and written by them as part files into `--output DIR`, in the same columns and formats as
+local predict's table.
 
-Nothing passes through the driver but the final counts, read back from the parts' `error`
-column a batch at a time. The engine writes into a hidden staging directory beside DIR,
-which takes DIR's place only when every part is written (`tfyard.replace`): a killed job
-leaves the previous DIR (or none), which a rerun writes again whole; parts are never doubled,
-a half-written DIR is never seen, and another predict's staging is left alone.
+No image passes through the driver, only the paths and the final counts, read back from
+the parts' `error` column a batch at a time. The engine writes into a hidden staging
+directory beside DIR, which takes DIR's place only when every part is written
+(`tfyard.replace`): a killed job leaves the previous DIR (or none), which a rerun writes again
+whole; parts are never doubled, a half-written DIR is never seen, and another predict's
+staging is left alone.
 """
 
 from __future__ import annotations
@@ -22,14 +25,19 @@ from tfyard.errors import UserError
 from tfyard.platform import is_remote
 from tfyard.predict import inputs as listing
 from tfyard.predict import worker
-from tfyard.predict.local import Outcome, progress
-from tfyard.predict.writers import LIST_COLUMNS, arrow_schema, format_of
+from tfyard.predict.local import Outcome, named_error, progress
+from tfyard.predict.options import PredictOptions
+from tfyard.predict.rows import COLUMNS, LIST_COLUMNS
+from tfyard.predict.writers import format_of
 from tfyard.replace import check_writable, replacing_directory
 
 ENGINES = ("spark", "ray")
 ARROW_FORMATS = {"parquet": "parquet", "jsonl": "json", "csv": "csv"}
-OPEN_COST = 64 * 1024   # bytes Spark counts for opening a file when it packs tasks
-TASK_BYTES = 512 * 2**20
+# Spark writes csv quotes as \" and leaves null fields out of json unless told: written so,
+# the parts read back (and read elsewhere) as local predict's tables do.
+SPARK_OPTIONS = {"parquet": {}, "jsonl": {"ignoreNullFields": "false"},
+                 "csv": {"header": "true", "escape": '"'}}
+FILES_PER_TASK = 2048   # ~13 s of a worker's time on photos, each task paying ~0.6 s of set-up
 
 
 @dataclass(frozen=True)
@@ -40,12 +48,16 @@ class Plan:
     inputs: list[str]
     output: str
     fmt: str
-    workers: int | None
+
+    @property
+    def workers(self) -> int | None:
+        return self.job.options.workers
 
 
-def plan(run, inputs, output, fmt, top_k, batch_size, on_error, workers) -> Plan:
-    """Everything checked before an engine starts, so a mistake answers at once."""
-    job = worker.job(run, top_k, batch_size, on_error)
+def plan(run, inputs, output, fmt, options: PredictOptions) -> Plan:
+    """Everything checked before an engine starts, so a mistake answers at once; `options`
+    are the CLI's, checked."""
+    job = worker.job(run, options, cli=True)
     inputs = listing.check(inputs)
     if output is None:
         raise UserError("--on spark and --on ray write part files: give --output DIR")
@@ -53,37 +65,26 @@ def plan(run, inputs, output, fmt, top_k, batch_size, on_error, workers) -> Plan
         raise UserError(f"--output {output}: give a directory path that this machine and the "
                         "workers share (a local disk in local mode, else a mounted file system)")
     check_writable(output, "--output", "directory")
-    if workers is not None and workers < 1:
-        raise UserError(f"--workers must be at least 1, got {workers}")
-    return Plan(job, inputs, os.path.abspath(output), format_of(output, fmt or "parquet"),
-                workers)
+    return Plan(job, inputs, os.path.abspath(output), format_of(output, fmt or "parquet"))
 
 
 def on_spark(sc, plan: Plan) -> Outcome:
-    """Score with the SparkContext `sc`: `binaryFile` reads INPUT in its tasks."""
+    """Score with the SparkContext `sc`: a DataFrame of INPUT's paths, in tasks of up to
+    FILES_PER_TASK files and at least 2 a core, which the workers read."""
     from pyspark.sql import SparkSession, functions
 
     from tfyard.predict.spark import score
 
-    spark = SparkSession(sc)
-    # Spark packs files into tasks by bytes, counting 4 MB for opening each: ~30 photos a
-    # task. Each task pays ~0.6 s of a worker for its own tf.data pipeline, so count what a
-    # file's handling costs beyond its bytes (~2 ms a small file, ~7 ms a 185 KB photo: as
-    # much as 64 KB more JPEG) and pack ~13 s of a worker's time a task, 2 tasks a core or
-    # more.
-    spark.conf.set("spark.sql.files.openCostInBytes", str(OPEN_COST))
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(TASK_BYTES))
-    spark.conf.set("spark.sql.files.minPartitionNum", str(2 * sc.defaultParallelism))
-    any_case = ",".join("".join(f"[{c}{c.upper()}]" for c in e.lstrip("."))  # .JpG too
-                        for e in listing.EXTENSIONS)
-    images = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-              .option("pathGlobFilter", f"*.{{{any_case}}}")
-              .load(plan.inputs).select("path"))   # the workers read each file themselves
+    paths = [(path,) for path in listing.image_files(plan.inputs)]
+    tasks = max(2 * sc.defaultParallelism, -(-len(paths) // FILES_PER_TASK))
+    images = SparkSession(sc).createDataFrame(sc.parallelize(paths, min(tasks, len(paths))),
+                                              "path string")
     scored = sc.accumulator(0)   # merged as each task ends
-    rows = score(images, plan.job, scored).select(*arrow_schema().names)
+    rows = score(images, plan.job, scored).select(*COLUMNS)
     if plan.fmt == "csv":
         rows = rows.withColumns({name: functions.to_json(name) for name in LIST_COLUMNS})
-    writer = rows.write.mode("overwrite").format(ARROW_FORMATS[plan.fmt]).option("header", True)
+    writer = rows.write.mode("overwrite").format(ARROW_FORMATS[plan.fmt]).options(
+        **SPARK_OPTIONS[plan.fmt])
     return _written(plan, writer.save, lambda: scored.value)
 
 
@@ -99,7 +100,7 @@ def on_ray(plan: Plan) -> Outcome:
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # nor that
     scored = ray.remote(num_cpus=0)(Counter).remote()
     rows = score_paths(list(listing.image_files(plan.inputs)), plan.job, plan.workers,
-                       scored).select_columns(arrow_schema().names)
+                       scored).select_columns(list(COLUMNS))
     if plan.fmt == "csv":
         rows = rows.map_batches(_lists_as_json, batch_format="pyarrow")
     write = {"parquet": rows.write_parquet, "jsonl": rows.write_json,
@@ -160,16 +161,23 @@ def _following(scored, advance, every: float = 0.5):
 
 
 def _counted(directory: str, fmt: str) -> Outcome:
-    """The final line's counts, read from the written parts' path and error columns."""
+    """The final line's counts, read from the written parts' path and error columns (as
+    strings: a csv column of empty cells has no type to guess)."""
+    import pyarrow as pa
+    import pyarrow.csv
     import pyarrow.dataset as ds
 
     outcome = Outcome()
-    parts = ds.dataset(directory, format=ARROW_FORMATS[fmt])
-    for batch in parts.to_batches(columns=["path", "error"]):
+    strings = {"path": pa.string(), "error": pa.string()}
+    parts = ds.dataset(directory, format=ds.CsvFileFormat(
+        convert_options=pyarrow.csv.ConvertOptions(column_types=strings))
+        if fmt == "csv" else ARROW_FORMATS[fmt])
+    for batch in parts.to_batches(columns=list(strings)):
         for path, error in zip(*(batch.column(i).to_pylist() for i in range(2)), strict=True):
             if error:
                 outcome.unreadable += 1
-                outcome.first_problem = outcome.first_problem or f"{path}: {error}"
+                outcome.first_problem = outcome.first_problem or named_error(
+                    {"path": path, "error": error})
             else:
                 outcome.predicted += 1
     return outcome

@@ -19,16 +19,20 @@ from dataclasses import replace
 
 from tfyard.errors import UserError
 from tfyard.predict import worker
+from tfyard.predict.options import PredictOptions
 
 MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 BATCHES_PER_ARROW_BATCH = 4
+_importing: set = set()   # (application, Python) whose workers were seen to import tfyard
 
 
 def predict(df, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip"):
     """`df` with class_id, class_name, score, top_ids, top_names, top_scores and error
     added for the image in each row's `content` (or, without it, at its `path`), as
-    `tfyard predict` gives them."""
-    return score(df, worker.job(run, top_k, batch_size, on_error))
+    `tfyard predict` gives them: a null, empty or unreadable cell gets a row with an
+    error."""
+    options = PredictOptions(top_k, batch_size, on_error).checked()
+    return score(df, worker.job(run, options))
 
 
 def score(df, job: worker.Job, scored=None):
@@ -41,11 +45,28 @@ def score(df, job: worker.Job, scored=None):
     if missing:
         raise UserError(f"the DataFrame lacks {', '.join(sorted(missing))}; read the images "
                         "with spark.read.format('binaryFile').load(...)")
-    _cap_batches(df.sparkSession.conf, job.batch_size * BATCHES_PER_ARROW_BATCH)
+    _workers_import_tfyard(df.sparkSession.sparkContext)
+    _cap_batches(df.sparkSession.conf, job.options.batch_size * BATCHES_PER_ARROW_BATCH)
     job = replace(job, threads=int(df.sparkSession.conf.get("spark.task.cpus", "1")))
     added = from_arrow_schema(worker.predicted_schema())
     content = "content" if "content" in df.columns else None
     return df.mapInArrow(_scorer(job, content, scored), StructType(df.schema.fields + added.fields))
+
+
+def _workers_import_tfyard(sc) -> None:
+    """One line, not a task's ModuleNotFoundError deep in Spark's traceback, when the Python
+    that Spark's workers run lacks tfyard: asked by a one-task job (importing nothing) once
+    per application and Python."""
+    key = (sc.applicationId, sc.pythonExec)
+    if key in _importing:
+        return
+    found = sc.parallelize([0], 1).map(
+        lambda _: __import__("importlib.util").util.find_spec("tfyard") is not None).collect()
+    if not found[0]:
+        raise UserError(f"Spark's Python workers ({sc.pythonExec}) cannot import tfyard; set "
+                        "spark.pyspark.python (or PYSPARK_PYTHON) to a Python that has "
+                        "tfyard installed, on every worker")
+    _importing.add(key)
 
 
 def _cap_batches(conf, rows: int) -> None:

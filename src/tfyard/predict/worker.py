@@ -5,8 +5,9 @@ Spark's Python workers and Ray's actors live for many batches, so the model is l
 first and kept in a module-level cache keyed by the SavedModel and the options: a million
 files cost one load per worker, not one per batch (keras#11169). The model travels by path;
 a worker that cannot read it says so, naming itself. A failure the user must read (a broken
-file under on_error="fail", an unreadable model) is raised with a mark, which the driver finds
-in the engine's wrapped traceback and raises again as one UserError line.
+file under on_error="fail", a model the worker cannot read or load, the Predictor's own
+refusals) is raised with a mark, which the driver finds in the engine's wrapped traceback and
+raises again as the one UserError line local predict prints.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
-from tfyard.predict.local import check_on_error, locate
-from tfyard.predict.writers import arrow_schema
+from tfyard.predict.local import locate, stopped
+from tfyard.predict.options import PredictOptions
+from tfyard.predict.rows import arrow_schema
 
 MARK = "tfyard-predict-failed: "
 LOAD_LOG = "TFYARD_PREDICT_LOAD_LOG"   # a file each model load appends "host pid path" to
@@ -31,23 +33,19 @@ class Job:
     """What every worker needs to score, sent to it with the engine's function."""
 
     saved_model: str
-    top_k: int = 5
-    batch_size: int = 32
-    on_error: str = "skip"
+    options: PredictOptions = PredictOptions()   # checked by the caller, once
+    cli: bool = False   # whether errors spell the options as flags
     load_log: str | None = None
     threads: int | None = None   # TensorFlow's op threads a worker: its cores (None: all)
 
 
-def job(run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip") -> Job:
-    """The Job for `run`'s model, checked on the driver before the engine starts work."""
+def job(run, options: PredictOptions, cli: bool = False) -> Job:
+    """The Job for `run`'s model and checked `options`, made on the driver before the engine
+    starts work."""
     saved_model = locate(os.fspath(run))
-    if top_k < 1 or batch_size < 1:
-        raise UserError(f"--top_k and --batch_size must be at least 1, got {top_k} and "
-                        f"{batch_size}")
-    check_on_error(on_error)
     if not is_remote(saved_model):  # the workers' working directory is not ours
         saved_model = os.path.abspath(saved_model)
-    return Job(saved_model, top_k, batch_size, on_error, os.environ.get(LOAD_LOG))
+    return Job(saved_model, options, cli, os.environ.get(LOAD_LOG))
 
 
 def predicted_schema():
@@ -62,7 +60,7 @@ def failure(text: str) -> RuntimeError:
 
 def predictor(job: Job):
     """This process's Predictor for `job`, loaded at its first batch and kept."""
-    key = (job.saved_model, job.top_k, job.batch_size)
+    key = (job.saved_model, job.options.top_k, job.options.batch_size)
     if key not in _loaded:
         import tensorflow as tf
 
@@ -72,13 +70,26 @@ def predictor(job: Job):
             raise failure(f"the model {job.saved_model} cannot be read on worker "
                           f"{socket.gethostname()} (pid {os.getpid()}); it travels by path: "
                           "put it on a file system every worker reads (shared or distributed)")
-        from tfyard.predict.predictor import Predictor
-
-        _loaded[key] = Predictor(job.saved_model, job.top_k, job.batch_size)
+        _loaded[key] = _load(tf, job)
         if job.load_log:
             with open(job.load_log, "a") as log:
                 log.write(f"{socket.gethostname()} {os.getpid()} {job.saved_model}\n")
     return _loaded[key]
+
+
+def _load(tf, job: Job):
+    """The Predictor, its refusals and TensorFlow's load errors marked for the driver."""
+    from tfyard.predict.predictor import Predictor
+
+    try:
+        return Predictor(job.saved_model, job.options.top_k, job.options.batch_size)
+    except UserError as exc:
+        raise failure(str(exc)) from None
+    except (tf.errors.OpError, ValueError, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise failure(f"the model {job.saved_model} cannot be loaded on worker "
+                      f"{socket.gethostname()}: {first}; export it again with this "
+                      "tfyard") from None
 
 
 def _use_threads(tf, threads: int) -> None:
@@ -113,22 +124,25 @@ def scored(job: Job, batches, path: str, content: str | None, counted=None):
                         else batch.column(content).to_pylist())
                 yield from zip(names, data, strict=True)
 
+    batch_size = job.options.batch_size
     for row in predictor(job).rows(items()):
-        if row["error"] and job.on_error == "fail":
-            raise failure(f"{row['path']}: {row['error']} (--on_error skip gives it a row "
-                          "with the error and goes on)")
+        if row["error"] and job.options.on_error == "fail":
+            raise failure(str(stopped(row, job.cli)))
         rows.append(row)
-        if counted is not None and (len(rows) % job.batch_size == 0
+        if counted is not None and (len(rows) % batch_size == 0
                                     or len(rows) == held[0].num_rows):
-            counted(len(rows) % job.batch_size or job.batch_size)
+            counted(len(rows) % batch_size or batch_size)
         if len(rows) == held[0].num_rows:
             yield held.popleft(), [pa.array([r[field.name] for r in rows], field.type)
                                    for field in schema]
             rows = []
 
 
-def readable(path: str) -> str:
-    """A path TensorFlow reads, for an engine's: Spark names local files `file:/...`."""
+def readable(path):
+    """A path TensorFlow reads, for an engine's: Spark names local files `file:/...`
+    (anything else, a null cell, say, is left for the Predictor to refuse)."""
+    if not isinstance(path, str):
+        return path
     return path[len("file://"):] if path.startswith("file://") else path.removeprefix("file:")
 
 

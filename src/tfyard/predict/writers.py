@@ -15,10 +15,10 @@ import os
 import sys
 
 from tfyard.errors import UserError
+from tfyard.predict.rows import LIST_COLUMNS, arrow_schema
 from tfyard.replace import replacing_file
 
 FORMATS = ("csv", "jsonl", "parquet")
-LIST_COLUMNS = ("top_ids", "top_names", "top_scores")
 PARQUET_ROWS = 1024   # per row group: memory stays flat however many rows
 
 
@@ -64,18 +64,6 @@ class _Jsonl:
 
     def close(self) -> None:
         pass
-
-
-def arrow_schema(columns=None):
-    """The Arrow types of the row columns (all, in order, when None): parquet here, the
-    batches Spark and Ray score."""
-    import pyarrow as pa
-
-    strings, floats = pa.list_(pa.string()), pa.list_(pa.float32())
-    types = {"path": pa.string(), "class_id": pa.int64(), "class_name": pa.string(),
-             "score": pa.float32(), "top_ids": pa.list_(pa.int64()), "top_names": strings,
-             "top_scores": floats, "error": pa.string()}
-    return pa.schema([(name, types[name]) for name in columns or types])
 
 
 class _Parquet:
