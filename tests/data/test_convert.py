@@ -58,7 +58,7 @@ def test_imagefolder_round_trip_and_inspect(tmp_path, capsys):
 
 def test_hostile_names_never_escape_dst(tmp_path):
     src, dst = tmp_path / "src", tmp_path / "out" / "dst"
-    write_folder(src, {"a..b": 1, "back\\slash": 1, "new\nline": 1})
+    write_folder(src, {"a..b": 2, "back\\slash": 2, "new\nline": 2})   # one held out each
     weird = os.path.join(os.fsencode(src), b"\xff\xfe-bytes")
     os.makedirs(weird)
     os.link(os.path.join(src, "a..b", "0.jpg"), os.path.join(weird, b"x..\xff.jpg"))
@@ -107,9 +107,85 @@ def test_convert_prints_no_tensorflow_lines_and_a_failure_leaves_no_shards(tmp_p
                         "--workers", "2")
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
     assert "9.jpg: not a readable image" in failed.stderr
-    assert sorted(os.listdir(dst)) == []                 # no shard, no .tmp
+    assert os.listdir(tmp_path) == ["src"]     # no shard, no .tmp, no staging
     (src / "bee" / "9.jpg").unlink()
     done = run_tfyard("data", "convert", "folder", src, dst, "--shards", "4", "--workers", "2")
     assert done.returncode == 0, done.stderr
     assert ABSL_BANNER not in done.stderr and "cuda" not in done.stderr, done.stderr
-    assert "train: 8 records" in done.stdout
+    assert "train: 6 records, validation: 2 records" in done.stdout   # 10 % held out
+
+
+def shard_names(dst) -> list[str]:
+    return sorted(os.listdir(dst))
+
+
+def test_converting_twice_never_leaves_a_shard_of_the_first_set(tmp_path, capsys):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_folder(src, {"ant": 4, "bee": 4})
+    convert = ["data", "convert", "imagefolder", str(src), str(dst), "--workers", "1"]
+    assert main([*convert, "--shards", "3"]) == 0
+    first = tree(dst)
+    capsys.readouterr()
+    assert main([*convert, "--shards", "2"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"tfyard: error: destination {dst} already holds a converted set (labels.txt, ...); "
+        "pass --overwrite to replace it whole, or give a new directory"]
+    (src / "bee" / "9.jpg").write_bytes(b"not an image")   # a failed overwrite keeps the set
+    assert main([*convert, "--shards", "2", "--overwrite"]) == 2
+    assert tree(dst) == first and shard_names(tmp_path) == ["dst", "src"]
+    (src / "bee" / "9.jpg").unlink()
+    assert main([*convert, "--shards", "2", "--overwrite"]) == 0
+    assert shard_names(dst) == ["labels.txt", "train-00000-of-00002", "train-00001-of-00002",
+                                "validation-00000-of-00001"]
+    assert shard_names(tmp_path) == ["dst", "src"]   # nothing staged is left beside it
+    assert dataset_info("imagenet", str(dst)).num_examples == {"train": 6, "validation": 2}
+
+
+@pytest.mark.parametrize("where, message", [
+    ("src", "destination {src} is the source; write the shards to a directory outside it"),
+    ("src/ant/out", "destination {src}/ant/out is inside the source {src}; write the shards "
+                    "to a directory outside it"),
+    ("file", "destination {tmp}/file is a file; give a directory for the shards"),
+    ("other", "destination {tmp}/other holds other files than a converted set (notes.txt); "
+              "give a new or empty directory"),
+])
+def test_a_destination_that_would_mix_or_lose_files_is_one_line(tmp_path, capsys, where,
+                                                                 message):
+    src = tmp_path / "src"
+    write_folder(src, {"ant": 2, "bee": 2})
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    before = tree(tmp_path)
+    assert main(["data", "convert", "imagefolder", str(src), str(tmp_path / where),
+                 "--overwrite"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "tfyard: error: " + message.format(src=src, tmp=tmp_path)]
+    assert tree(tmp_path) == before
+
+
+def test_the_default_convert_holds_out_what_training_holds_out(tmp_path):
+    import tensorflow as tf
+
+    from tests.conftest import run_tfyard
+    from tfyard.data.formats.folder import listing
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_folder(src, {"ant": 12, "bee": 9})
+    convert_imagefolder(str(src), str(dst), shards=2, workers=1)
+
+    def named(records):
+        return sorted((ex.features.feature["image/class/label"].int64_list.value[0] - 1,
+                       ex.features.feature["image/filename"].bytes_list.value[0].decode())
+                      for ex in map(tf.train.Example.FromString, records))
+
+    shards = sorted(str(p) for p in dst.glob("validation-*"))
+    held = named(r.numpy() for r in tf.data.TFRecordDataset(shards))
+    assert held == sorted((label, os.path.basename(path))
+                          for path, label in listing(str(src), "validation")[1])
+    assert len(held) == 2
+    trained = run_tfyard("train", "--model", "cifar_resnet8", "--dataset", "imagenet",
+                         "--data_dir", dst, "--image_size", "16", "--batch_size", "4",
+                         "--train_steps", "2", "--num_gpus", "0", "--no_jit_compile",
+                         "--no_export", "--quiet", "--output_dir", tmp_path / "run")
+    assert trained.returncode == 0, trained.stderr[-2000:]

@@ -19,7 +19,10 @@ def register(commands) -> None:
     convert.add_argument("--shards", type=int, default=8, help="training shards (default 8; "
                          "validation gets shards/8, at least 1)")
     convert.add_argument("--validation_fraction", "--validation-fraction", type=float,
-                         default=0.0, help="imagefolder: share of each class held out")
+                         default=None, help="imagefolder without a validation/ folder: share "
+                         "of each class held out (default 0.1, as training holds out)")
+    convert.add_argument("--overwrite", action="store_true",
+                         help="replace the set DST holds, whole, once the new one is written")
     convert.add_argument("--workers", type=int, default=None,
                          help="writer processes (default: CPU count)")
     convert.set_defaults(func=run_convert)
@@ -38,17 +41,24 @@ def register(commands) -> None:
 
 
 def run_convert(args) -> int:
+    """Checks first, then the new set written beside DST and put in its place whole: a failed
+    or killed convert leaves DST as it was."""
     from tfyard import quiet
-    from tfyard.data.convert import CONVERTERS
+    from tfyard.data.convert import CONVERTERS, check_destination
     from tfyard.data.formats import canonical
+    from tfyard.replace import check_writable, replacing_directory
 
+    check_destination(args.src, args.dst, args.overwrite)
+    check_writable(args.dst, "the destination", "directory")
     quiet.install()  # now: the writer processes inherit the filtered stderr
     args.source_format = canonical(args.source_format)
     options = ({"validation_fraction": args.validation_fraction}
                if args.source_format == "imagefolder" else {})
-    counts = CONVERTERS[args.source_format](args.src, args.dst, shards=args.shards,
-                                            workers=args.workers, **options)
+    with replacing_directory(args.dst) as staging:
+        counts = CONVERTERS[args.source_format](args.src, staging, shards=args.shards,
+                                                workers=args.workers, **options)
     print(", ".join(f"{split}: {n} records" for split, n in counts.items()) + f" -> {args.dst}")
+    print(f"train on it with: tfyard train --dataset imagenet --data_dir {args.dst}")
     return 0
 
 

@@ -1,16 +1,23 @@
 """Writers: an image folder, CIFAR binaries or MNIST -> ImageNet-style TFRecord shards.
 
 Output is `DST/{train,validation}-%05d-of-%05d` plus `labels.txt` (`1:name`, labels 1..N
-as in ImageNet), read back with `--dataset imagenet`. Shards are written by a pool of
-processes, each to `<shard>.tmp` then renamed, so an interrupted run never leaves a
-shard that looks complete, and a failed one removes the shards it wrote (a partial set
-would read as a smaller dataset); the output depends only on the input and the seed.
-Output names never come from input names, so nothing is written outside DST. The writer
-processes write to the stderr they inherit: `tfyard data convert` filters it first.
+as in ImageNet), read back with `--dataset imagenet`. An image folder is split as training
+splits it (its validation folder, else the same 10 % of each class held out), so the output
+trains as the folder does. Shards are written by a pool of processes, each to `<shard>.tmp`
+then renamed, and a failed run removes the shards it wrote (a partial set would read as a
+smaller dataset); the output depends only on the input and the seed. Output names never come
+from input names, so nothing is written outside DST.
+
+A destination is one set: an empty or new directory, or (`tfyard data convert --overwrite`,
+which builds the new set beside it and swaps it in whole) one that holds only a set. Old and
+new shards never lie side by side, where the old validation images would read as training
+images. The writer processes write to the stderr they inherit: `tfyard data convert` filters
+it first.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import os
 import sys
@@ -139,6 +146,31 @@ def _remove_written(paths: list[str]) -> None:
                 os.remove(name)
 
 
+SET_FILES = ("train-?????-of-?????", "validation-?????-of-?????", "labels.txt")
+
+
+def check_destination(src: str, dst: str, overwrite: bool = False) -> None:
+    """Refuse, in one line before any work, a destination that would mix sets or lose files:
+    a file, the source or a folder inside it, a set without `overwrite`, other files."""
+    if os.path.lexists(dst) and not os.path.isdir(dst):
+        raise UserError(f"destination {dst} is a file; give a directory for the shards")
+    source, target = os.path.realpath(src), os.path.realpath(dst)
+    if os.path.commonpath([source, target]) == source:
+        where = "the source" if source == target else f"inside the source {src}"
+        raise UserError(f"destination {dst} is {where}; write the shards to a directory "
+                        "outside it")
+    entries = sorted(os.listdir(dst)) if os.path.isdir(dst) else []
+    shards = [e for e in entries if any(fnmatch.fnmatchcase(e, p) for p in SET_FILES)]
+    others = [e for e in entries if e not in shards]
+    if others:
+        raise UserError(f"destination {dst} holds other files than a converted set "
+                        f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); "
+                        "give a new or empty directory")
+    if shards and not overwrite:
+        raise UserError(f"destination {dst} already holds a converted set ({shards[0]}, ...); "
+                        "pass --overwrite to replace it whole, or give a new directory")
+
+
 def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str],
                   shards: int, workers: int | None = None, seed: int = 0) -> dict[str, int]:
     """Shuffle each split (fixed seed), deal it round-robin into shards, write in parallel."""
@@ -185,25 +217,30 @@ def _write_shards(tasks: list[tuple[str, list[Item]]], workers: int | None) -> N
             raise
 
 
-def convert_imagefolder(src: str, dst: str, shards: int = 8, validation_fraction: float = 0.0,
-                        workers: int | None = None, seed: int = 0) -> dict[str, int]:
-    """Class sub-folders of images -> shards; `validation_fraction` of each class held out."""
-    from tfyard.data.formats.folder import list_images
+def convert_imagefolder(src: str, dst: str, shards: int = 8,
+                        validation_fraction: float | None = None, workers: int | None = None,
+                        seed: int = 0) -> dict[str, int]:
+    """Class sub-folders of images -> shards, split as training splits them; without a
+    validation folder `validation_fraction` (default training's) of each class held out."""
+    from tfyard.data.formats import folder
 
-    if not 0.0 <= validation_fraction < 1.0:
-        raise UserError(f"--validation_fraction must be in [0, 1), got {validation_fraction}")
-    names, files = list_images(src)
+    if not os.path.isdir(src):
+        raise UserError(f"image folder {src} does not exist; check the path")
+    check_destination(src, dst)
+    if validation_fraction is not None:
+        if not 0.0 < validation_fraction < 1.0:
+            raise UserError(f"--validation_fraction must be between 0 and 1 (training reads "
+                            f"validation shards), got {validation_fraction}")
+        if folder.split_dir(src, "validation") is not None:
+            raise UserError(f"{folder.split_dir(src, 'validation')} is the validation split; "
+                            "drop --validation_fraction, or the folder")
+    names, files = folder.splits(src, validation_fraction or folder.HOLD_OUT)
+    if not files["validation"]:
+        raise UserError(f"{src}: no image to hold out for validation (each class has one); "
+                        "add images, or a validation/ folder")
     texts = [printable(n) for n in names]
-    splits: dict[str, list[Item]] = {"train": [], "validation": []}
-    rng = np.random.RandomState(seed)
-    for label, text in enumerate(texts):
-        paths = [p for p, lab in files if lab == label]
-        held = set(rng.permutation(len(paths))[: round(validation_fraction * len(paths))])
-        for i, path in enumerate(paths):
-            split = "validation" if i in held else "train"
-            splits[split].append(Item(label + 1, text, path=path))
-    if not splits["validation"]:
-        del splits["validation"]
+    splits = {split: [Item(label + 1, texts[label], path=path) for path, label in found]
+              for split, found in files.items()}
     return write_dataset(dst, splits, texts, shards, workers, seed)
 
 
@@ -220,6 +257,7 @@ def convert_cifar10(src: str, dst: str, shards: int = 8,
                     workers: int | None = None) -> dict[str, int]:
     from tfyard.data.formats.cifar import class_names, load
 
+    check_destination(src, dst)
     arrays = {split: load("cifar10", src, split) for split in ("train", "validation")}
     return convert_arrays(dst, arrays, class_names("cifar10", src), shards, workers)
 
@@ -228,6 +266,7 @@ def convert_mnist(src: str, dst: str, shards: int = 8,
                   workers: int | None = None) -> dict[str, int]:
     from tfyard.data.formats.mnist import load
 
+    check_destination(src, dst)
     arrays = {split: load(src, split) for split in ("train", "validation")}
     return convert_arrays(dst, arrays, [str(d) for d in range(10)], shards, workers)
 

@@ -26,7 +26,7 @@ from tfyard.errors import UserError
 
 _SPLIT_DIRS = {"train": ("train",), "validation": ("validation", "val", "test")}
 HOLD_OUT = 0.1  # of each class, when there is no validation folder
-_noted: set[str] = set()
+_noted: set[tuple[str, float]] = set()
 log = logging.getLogger("tfyard")
 
 
@@ -79,37 +79,45 @@ def split_dir(data_dir: str | None, split: str) -> str | None:
     return data_dir if split == "train" else None
 
 
-def held_out(files: list[tuple[str, int]]) -> set[int]:
-    """Indices of HOLD_OUT of each class's files, evenly spaced; none of a 1-image class."""
+def held_out(files: list[tuple[str, int]], fraction: float = HOLD_OUT) -> set[int]:
+    """Indices of `fraction` of each class's files, evenly spaced; none of a 1-image class."""
     by_class: dict[int, list[int]] = {}
     for i, (_, label) in enumerate(files):
         by_class.setdefault(label, []).append(i)
     chosen = set()
     for indices in by_class.values():
-        count = round(HOLD_OUT * len(indices)) or (1 if len(indices) > 1 else 0)
+        count = round(fraction * len(indices)) or (1 if len(indices) > 1 else 0)
         chosen.update(indices[int((j + 0.5) * len(indices) / count)] for j in range(count))
     return chosen
 
 
-def listing(data_dir: str | None, split: str):
+def splits(data_dir: str | None, fraction: float = HOLD_OUT):
+    """(class names, {"train": files, "validation": files}): the validation folder's, else
+    `fraction` of each class held out; training and `data convert` split alike."""
     train_dir = split_dir(data_dir, "train")
     classes, files = list_images(train_dir)
     validation_dir = split_dir(data_dir, "validation")
     if validation_dir is not None:
-        return classes, (files if split == "train" else list_images(validation_dir, classes)[1])
-    held = held_out(files)
-    if train_dir not in _noted:
-        _noted.add(train_dir)
+        return classes, {"train": files,
+                         "validation": list_images(validation_dir, classes)[1]}
+    held = held_out(files, fraction)
+    if (train_dir, fraction) not in _noted:
+        _noted.add((train_dir, fraction))
         log.info(f"tfyard: note: no validation/ folder in {data_dir}; holding out {len(held)} "
-                 f"of the {len(files)} images ({HOLD_OUT:.0%} of each class) for validation")
-    return classes, [f for i, f in enumerate(files) if (i in held) == (split != "train")]
+                 f"of the {len(files)} images ({fraction:.0%} of each class) for validation")
+    return classes, {"train": [f for i, f in enumerate(files) if i not in held],
+                     "validation": [f for i, f in enumerate(files) if i in held]}
+
+
+def listing(data_dir: str | None, split: str):
+    classes, files = splits(data_dir)
+    return classes, files[split]
 
 
 def info(name, data_dir, cache_dir=None, **_):
-    classes, train = listing(data_dir, "train")
-    validation = len(listing(data_dir, "validation")[1])
+    classes, files = splits(data_dir)
     return DatasetInfo(name, len(classes), (224, 224, 3),
-                       {"train": len(train), "validation": validation}, IMAGENET_EVAL,
+                       {split: len(found) for split, found in files.items()}, IMAGENET_EVAL,
                        tuple(classes))
 
 
