@@ -146,6 +146,8 @@ def test_converting_twice_never_leaves_a_shard_of_the_first_set(tmp_path, capsys
     ("src/ant/out", "destination {src}/ant/out is inside the source {src}; write the shards "
                     "to a directory outside it"),
     ("file", "destination {tmp}/file is a file; give a directory for the shards"),
+    ("file/sub", "cannot write the destination {tmp}/file/sub: {tmp}/file is a file, not a "
+                 "directory"),
     ("other", "destination {tmp}/other holds other files than a converted set (notes.txt); "
               "give a new or empty directory"),
 ])
