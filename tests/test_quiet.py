@@ -56,6 +56,14 @@ def test_log_lines_are_split_from_ours_with_their_continuations():
     assert split_log_lines([b"ours"], dropping=False)[0] == [b"ours"]
 
 
+def test_the_jvm_incubator_notice_is_dropped_alone():
+    """Spark 4's JVM says it adds the vector module (`launch spark`, `predict --on spark`);
+    the lines after it are ours, not its continuation."""
+    notice = b"WARNING: Using incubator modules: jdk.incubator.vector"
+    keep, drop, dropping = split_log_lines([notice, b"[chief:0] hi", b"WARNING: mine"], False)
+    assert (keep, drop, dropping) == ([b"[chief:0] hi", b"WARNING: mine"], [notice], False)
+
+
 @pytest.mark.parametrize("args", [
     ["train", "--data_dir", "/no/such/dir", "--num_gpus", "0"],
     ["train", "--model", "resnet_9000", "--num_gpus", "0"],
@@ -186,16 +194,19 @@ def test_what_a_user_must_see_gets_through_and_a_crash_says_how_to_see_the_rest(
 
 
 def test_tfyards_own_python_noise_is_dropped_once_per_logger(caplog):
-    """Keras calling the model.h5 that tfyard writes legacy, and a parameter-server save's
-    retracing warning, are dropped (`tfyard.fit` runs them in the user's process, where
-    TensorFlow's own lines are left alone); others pass."""
+    """Keras calling the model.h5 that tfyard writes legacy, a parameter-server save's
+    retracing warning and Ray's token notice are dropped (`tfyard.fit` runs them in the
+    user's process, where TensorFlow's own lines are left alone); others pass."""
     import logging
 
     from tfyard.quiet import PYTHON_NOISE, drop_python_noise
 
     said = {"absl": "You are saving your model as an HDF5 file via `model.save()`.",
             "tensorflow": "6 out of the last 6 calls to <function MultiDeviceSaver.save."
-                          "<locals>.tf_function_save at 0x7f> triggered tf.function retracing."}
+                          "<locals>.tf_function_save at 0x7f> triggered tf.function retracing.",
+            "ray._private.authentication.authentication_token_setup":
+                "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE="
+                "disabled to opt out."}
     assert sorted(said) == sorted(name for name, _ in PYTHON_NOISE)
     for name, text in said.items():
         logger = logging.getLogger(name)

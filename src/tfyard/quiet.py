@@ -57,6 +57,10 @@ PYTHON_NOISE = (
     # retracing (4 lines of ~600 characters). Nothing the user can change; it costs ~0.12 s
     # a save for ResNet-8 on 2 cores (see docs/architecture.md).
     ("tensorflow", r"\d+ out of the last \d+ calls to <function MultiDeviceSaver\.save\."),
+    # The local Ray that `launch ray` / `predict --on ray` start turns token authentication
+    # on and says so; a Ray without it still warns.
+    ("ray._private.authentication.authentication_token_setup",
+     r"Token authentication is enabled for this Ray cluster"),
 )
 # Python warnings of the same kind: (category, a pattern matched at the start of the text).
 PYTHON_WARNINGS = (
@@ -68,6 +72,9 @@ PYTHON_WARNINGS = (
 _TRIGGERS = ("tensorflow", "keras", "tf_keras")
 _LOG = re.compile(("^" + LOG_PREFIX).encode())
 _BANNER = ABSL_BANNER.encode()
+# One-line notices of other runtimes on fd 2, dropped alone: Spark 4's JVM announcing the
+# vector module it adds to every driver (`launch spark`, `predict --on spark`).
+_NOTICES = (b"WARNING: Using incubator modules: ",)
 
 # The filter process runs `run_filter()` from this file, without site-packages or
 # PYTHON* variables (-I), with this package's parent directory first on sys.path.
@@ -195,6 +202,10 @@ def split_log_lines(lines: list[bytes], dropping: bool):
             dropping = line[:1] != b"F"
         elif line.rstrip(b"\r") == _BANNER:
             dropping = True
+        elif line.startswith(_NOTICES):
+            drop.append(line)
+            dropping = False
+            continue
         elif not dropping:
             keep.append(line)
             continue

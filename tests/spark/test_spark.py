@@ -109,9 +109,16 @@ def test_a_failing_member_fails_the_stage_with_its_error(tmp_path):
          *program("member.py", "--pid_dir", tmp_path, "--exit", "worker:0:3")],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
-    assert "tfyard: launch failed: worker:0 failed with exit code 3\n" \
-        "[worker:0] hello from worker:0\n[worker:0] worker:0 fails on purpose\n" in result.stderr
+    assert result.stderr.endswith("tfyard: launch failed: worker:0 failed with exit code 3\n"
+                                  "[worker:0] hello from worker:0\n"
+                                  "[worker:0] worker:0 fails on purpose\n"), result.stderr
     assert "[chief:0] hello from chief:0" in result.stdout
+    # members' lines alone: no stage bar glued onto them, no log4j, WARN or JVM start-up
+    # lines, no executor's copy of the failure (issue 43)
+    assert all(line.startswith(("[chief:0] ", "[worker:")) for line in
+               result.stdout.splitlines()), result.stdout
+    assert not re.search(r"log4j|WARN|Exception in task|incubator|\[Stage", result.stderr), \
+        result.stderr
     pids = recorded_pids(tmp_path)
     assert sorted(pids) == ["chief:0", "worker:0", "worker:1"]
     deadline = time.monotonic() + 30

@@ -130,8 +130,11 @@ def launch_ray(args) -> int:
 
 
 def launch_spark(args) -> int:
+    from tfyard import quiet
     from tfyard.launch.spark import run_command, spark_context
     from tfyard.launch.supervise import MemberFailed
+
+    quiet.install()  # before the JVM starts: its start-up notice is dropped
 
     with spark_context(args.master, args.conf) as sc:
         try:

@@ -39,6 +39,7 @@ from tfyard.launch.supervise import (
     roster,
     supervise,
 )
+from tfyard.quiet import drop_python_noise
 
 INSTALL_HINT = "Ray support needs ray: pip install 'tfyard[ray]'"
 STRATEGIES = ("PACK", "SPREAD")
@@ -81,6 +82,7 @@ def ray_session(address: str | None = None):
     if ray.is_initialized():
         yield ray
         return
+    drop_python_noise()  # Ray's notice that the Ray it starts uses token authentication
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:

@@ -53,10 +53,33 @@ def spark_roster(num_executors: int, num_ps: int = 0, evaluator: bool = False) -
     return roster(workers, chief=True, ps=num_ps, evaluator=evaluator)
 
 
+# The driver's log4j2 configuration: errors only. Spark's own start-up lines (its default
+# profile, "Setting default log level", loopback and native-hadoop WARNs) say nothing a
+# launch's user acts on; the gateway's logger is named so Spark sees no level to announce.
+# A local executor's "Exception in task" (~50 lines a try) is the member failure that the
+# driver raises and tfyard says in one line.
+LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+"""
+
+
 @contextmanager
 def spark_context(master: str, conf: Sequence[str] = (), app_name: str = "tfyard"):
     """A SparkContext fit for barrier stages (no dynamic allocation), stopped on exit; the
-    Spark session this process already runs, if any, is used as it is and left running."""
+    Spark session this process already runs, if any, is used as it is and left running.
+
+    Unless `conf` says otherwise, the driver logs errors only (LOG4J2) and draws no stage
+    bar, which would be glued onto the members' lines."""
     try:
         from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
@@ -69,12 +92,18 @@ def spark_context(master: str, conf: Sequence[str] = (), app_name: str = "tfyard
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark_conf = SparkConf().setMaster(master).setAppName(app_name)
     spark_conf.set("spark.dynamicAllocation.enabled", "false")
-    for item in conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UserError(f"--conf {item!r} is not KEY=VALUE; e.g. --conf spark.task.cpus=1")
-        spark_conf.set(key, value)
-    sc = SparkContext(conf=spark_conf)
+    spark_conf.set("spark.ui.showConsoleProgress", "false")
+    with tempfile.NamedTemporaryFile("w", prefix="tfyard-log4j2-", suffix=".properties") as log:
+        log.write(LOG4J2)
+        log.flush()
+        spark_conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log.name}")
+        for item in conf:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise UserError(
+                    f"--conf {item!r} is not KEY=VALUE; e.g. --conf spark.task.cpus=1")
+            spark_conf.set(key, value)
+        sc = SparkContext(conf=spark_conf)  # the JVM has read the configuration
     try:
         yield sc
     finally:
@@ -195,7 +224,10 @@ def _wait_for_chief(spark, proc: subprocess.Popen, is_chief: bool) -> int:
     stopped = threading.Event()
 
     def stop_after_chief():
-        spark.allGather("")
+        try:
+            spark.allGather("")
+        except Exception:  # noqa: BLE001 - the stage was cancelled: a member failed, and
+            return         # this task ends with its own member (no traceback of ours)
         try:
             proc.wait(GRACE_S)
         except subprocess.TimeoutExpired:
