@@ -191,3 +191,16 @@ def test_the_default_convert_holds_out_what_training_holds_out(tmp_path):
                          "--train_steps", "2", "--num_gpus", "0", "--no_jit_compile",
                          "--no_export", "--quiet", "--output_dir", tmp_path / "run")
     assert trained.returncode == 0, trained.stderr[-2000:]
+
+
+def test_a_validation_fraction_is_refused_where_it_cannot_apply(tmp_path):
+    from tfyard.errors import UserError
+
+    write_folder(tmp_path / "src" / "train", {"ant": 2})
+    write_folder(tmp_path / "src" / "validation", {"ant": 1})
+    with pytest.raises(UserError, match="src/validation is the validation split; drop "
+                                        "--validation_fraction, or the folder"):
+        convert_imagefolder(str(tmp_path / "src"), str(tmp_path / "a"), validation_fraction=0.2)
+    with pytest.raises(UserError, match="--validation_fraction must be between 0 and 1"):
+        convert_imagefolder(str(tmp_path / "src"), str(tmp_path / "b"), validation_fraction=0)
+    assert sorted(os.listdir(tmp_path)) == ["src"]

@@ -222,7 +222,7 @@ def convert_imagefolder(src: str, dst: str, shards: int = 8,
                         seed: int = 0) -> dict[str, int]:
     """Class sub-folders of images -> shards, split as training splits them; without a
     validation folder `validation_fraction` (default training's) of each class held out."""
-    from tfyard.data.formats import folder
+    from tfyard.data.formats.folder import HOLD_OUT, split_dir, splits
 
     if not os.path.isdir(src):
         raise UserError(f"image folder {src} does not exist; check the path")
@@ -231,10 +231,10 @@ def convert_imagefolder(src: str, dst: str, shards: int = 8,
         if not 0.0 < validation_fraction < 1.0:
             raise UserError(f"--validation_fraction must be between 0 and 1 (training reads "
                             f"validation shards), got {validation_fraction}")
-        if folder.split_dir(src, "validation") is not None:
-            raise UserError(f"{folder.split_dir(src, 'validation')} is the validation split; "
+        if split_dir(src, "validation") is not None:
+            raise UserError(f"{split_dir(src, 'validation')} is the validation split; "
                             "drop --validation_fraction, or the folder")
-    names, files = folder.splits(src, validation_fraction or folder.HOLD_OUT)
+    names, files = splits(src, validation_fraction or HOLD_OUT)
     if not files["validation"]:
         raise UserError(f"{src}: no image to hold out for validation (each class has one); "
                         "add images, or a validation/ folder")
