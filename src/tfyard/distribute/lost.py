@@ -61,7 +61,7 @@ def message(exc: BaseException, cluster: ClusterConfig, strategy: str, step: int
     if strategy == "parameter_server":
         ps = [name for name in named if name.startswith("ps:")]
         lost = ", ".join(ps or named) or "a parameter server"
-        during = "(its variables are gone)"
+        during = "(its variables are gone)" if ps or not named else "(the coordinator gave up)"
     else:
         lost = ", ".join(named) or "an all-reduce peer"
         during = "during all-reduce"
