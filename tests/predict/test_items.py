@@ -5,7 +5,6 @@ as training lists it; every table format with the same rows; options named as sp
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -76,4 +75,15 @@ def test_options_are_named_as_the_caller_spelled_them(cli, python, words, run, e
     with pytest.raises(UserError) as raised:
         tfyard.predict(run, edges, **python)
     assert words in str(raised.value) and "--" not in str(raised.value)
-    assert "tensorflow" in sys.modules   # (the run fixture trained in this process)
+
+
+def test_an_error_of_the_items_is_raised_not_taken_for_their_end(run):
+    from tfyard.predict.local import locate
+    from tfyard.predict.predictor import Predictor
+
+    def items():
+        yield "a", b""
+        raise KeyError("the source broke")
+
+    with pytest.raises(KeyError, match="the source broke"):
+        list(Predictor(locate(str(run))).rows(items()))

@@ -2,7 +2,8 @@
 a read_binary_files Dataset gives local predict's classes, the broken file contained, each
 actor loading the model once for all its batches; `tfyard predict --on ray` SIGKILLed while
 it writes, then rerun into the same --output, leaves every row once, under local predict's
-progress bar."""
+progress bar; every format and every edge item (a null cell, a vanished file, the edge tree)
+gives local predict's rows; a worker's refusal is one line."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from tests.predict.conftest import Terminal, same_as_local  # noqa: E402
+from tests.predict.conftest import (  # noqa: E402
+    Terminal,
+    edge_items,
+    listed,
+    read_rows,
+    same_as_local,
+    summary,
+)
 from tfyard.cli import main  # noqa: E402
 from tfyard.predict.worker import LOAD_LOG  # noqa: E402
 
@@ -62,3 +70,36 @@ def test_killed_and_rerun_into_the_same_output_leaves_every_row_once(ray_address
     assert "9/9" in sys.stderr.getvalue()  # local predict's bar, fed by the actors' counts
     same_as_local(pq.read_table(out).to_pylist(), local_classes)
     assert [p.name for p in Path(tmp_path).iterdir() if p.name.startswith(".")] == []
+
+
+def test_every_format_and_edge_item_gives_local_rows(ray_address, run, edges, edge_rows,
+                                                     tmp_path):
+    import tfyard.ray
+
+    for fmt in ("csv", "jsonl", "parquet"):
+        out = tmp_path / fmt
+        assert main(["predict", "--output_dir", str(run), str(edges), "--on", "ray",
+                     "--format", fmt, "--output", str(out)]) == 0
+        assert summary(read_rows(out, fmt)) == listed(edge_rows), fmt
+
+    paths = ray.data.from_items([{"path": item} for item in edge_items(edges)])
+    assert summary(tfyard.ray.predict(paths, run, workers=1).take_all()) == edge_rows
+    cells = ray.data.from_items([{"path": "a.jpg", "bytes": None},
+                                 {"path": "b.jpg", "bytes": b""}])
+    rows = tfyard.ray.predict(cells, run, workers=1).take_all()
+    assert [(r["path"], r["error"]) for r in rows] == [
+        ("a.jpg", "no image (the cell is null)"), ("b.jpg", "cannot decode: it is empty (0 bytes)")]
+
+
+def test_a_workers_refusal_is_one_line_in_a_fresh_process(ray_address, old_export, few,
+                                                          tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir",
+                           str(old_export), str(few), "--on", "ray", "--address", ray_address,
+                           "--output", str(tmp_path / "rows")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"tfyard: error: {old_export} was exported by a tfyard without prediction support (no "
+        "`metadata` signature); export it again with this tfyard")
+    # what else is there, Ray's core worker prints on every run (its constructor-argument note)
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr

@@ -39,3 +39,15 @@ def test_a_worker_uses_the_threads_its_engine_gives_it(run):
             "print(tf.config.threading.get_intra_op_parallelism_threads(), "
             "tf.config.threading.get_inter_op_parallelism_threads())")
     assert python_prints(code) == "1 1"
+
+
+def test_refusals_and_load_errors_are_marked_for_the_driver(old_export, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"not a graph")
+    for model, words in ((old_export, "was exported by a tfyard without prediction support"),
+                         (broken, f"the model {broken} cannot be loaded on worker ")):
+        with pytest.raises(RuntimeError) as raised:
+            worker.predictor(worker.Job(str(model)))
+        error = str(worker.driver_error(RuntimeError(f"Traceback ...\n{raised.value}\n  more")))
+        assert words in error and "\n" not in error

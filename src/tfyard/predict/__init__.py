@@ -17,10 +17,11 @@ __all__ = ["predict"]
 
 def predict(run, inputs, top_k: int = 5, **options) -> list[dict]:
     """The predictions of `run`'s model (a run directory, its export/ or a SavedModel) for
-    `inputs` (a path, a glob, or a list of paths, globs and encoded images as bytes): one dict
-    per image, in order, with path, class_id, class_name, score, the top_k ids, names and
-    scores, and error ('' when the image was read). options: batch_size (32), on_error
-    ('skip', or 'fail': a UserError at the first unreadable image)."""
+    `inputs` (a path, a glob, or a list of paths, folders, globs and encoded images as bytes):
+    one dict per item, in order, with path, class_id, class_name, score, the top_k ids, names
+    and scores, and error ('' when the image was read; an item that is no image, None or a
+    missing file say, gets its row with the error). options: batch_size (32), on_error
+    ('skip', or 'fail': a UserError at the first unreadable item)."""
     from tfyard.predict.local import predict_rows
 
     return predict_rows(run, inputs, top_k, **options)

@@ -37,7 +37,8 @@ ARROW_FORMATS = {"parquet": "parquet", "jsonl": "json", "csv": "csv"}
 # the parts read back (and read elsewhere) as local predict's tables do.
 SPARK_OPTIONS = {"parquet": {}, "jsonl": {"ignoreNullFields": "false"},
                  "csv": {"header": "true", "escape": '"'}}
-FILES_PER_TASK = 2048   # ~13 s of a worker's time on photos, each task paying ~0.6 s of set-up
+OPEN_COST = 64 * 1024   # what a file's handling costs beyond its bytes, as more JPEG
+TASK_BYTES = 512 * 2**20
 
 
 @dataclass(frozen=True)
@@ -69,16 +70,15 @@ def plan(run, inputs, output, fmt, options: PredictOptions) -> Plan:
 
 
 def on_spark(sc, plan: Plan) -> Outcome:
-    """Score with the SparkContext `sc`: a DataFrame of INPUT's paths, in tasks of up to
-    FILES_PER_TASK files and at least 2 a core, which the workers read."""
+    """Score with the SparkContext `sc`: a DataFrame of INPUT's paths, which the workers
+    read, in `_tasks`."""
     from pyspark.sql import SparkSession, functions
 
     from tfyard.predict.spark import score
 
     paths = [(path,) for path in listing.image_files(plan.inputs)]
-    tasks = max(2 * sc.defaultParallelism, -(-len(paths) // FILES_PER_TASK))
-    images = SparkSession(sc).createDataFrame(sc.parallelize(paths, min(tasks, len(paths))),
-                                              "path string")
+    tasks = min(_tasks(paths, sc.defaultParallelism), len(paths))
+    images = SparkSession(sc).createDataFrame(sc.parallelize(paths, tasks), "path string")
     scored = sc.accumulator(0)   # merged as each task ends
     rows = score(images, plan.job, scored).select(*COLUMNS)
     if plan.fmt == "csv":
@@ -86,6 +86,21 @@ def on_spark(sc, plan: Plan) -> Outcome:
     writer = rows.write.mode("overwrite").format(ARROW_FORMATS[plan.fmt]).options(
         **SPARK_OPTIONS[plan.fmt])
     return _written(plan, writer.save, lambda: scored.value)
+
+
+def _tasks(paths: list[tuple[str]], cores: int) -> int:
+    """How many tasks: as Spark's file sources pack them, by bytes, but each file counted
+    OPEN_COST beyond its own (Spark counts 4 MB: ~30 photos a task, while each task pays ~0.6 s
+    of a worker for its tf.data pipeline; a file's handling costs ~2 ms small, ~7 ms a 185 KB
+    photo), up to TASK_BYTES a task: ~13 s of a worker's time, photos or small files alike,
+    and at least 2 tasks a core."""
+    def cost(path: str) -> int:
+        try:
+            return os.path.getsize(path) + OPEN_COST
+        except OSError:   # gone since it was listed: its row says so
+            return OPEN_COST
+
+    return max(2 * cores, -(-sum(cost(path) for path, in paths) // TASK_BYTES))
 
 
 def on_ray(plan: Plan) -> Outcome:
@@ -96,8 +111,8 @@ def on_ray(plan: Plan) -> Outcome:
     from tfyard.predict.ray import Counter, score_paths
 
     ray.data.DataContext.get_current().enable_progress_bars = False  # predict's bar shows
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # nor its progress as log lines
-    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # nor that
+    # nor its progress as log lines, nor a failure's traceback: it is raised here, in one line
+    logging.getLogger("ray.data").setLevel(logging.CRITICAL)
     scored = ray.remote(num_cpus=0)(Counter).remote()
     rows = score_paths(list(listing.image_files(plan.inputs)), plan.job, plan.workers,
                        scored).select_columns(list(COLUMNS))
