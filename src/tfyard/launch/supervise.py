@@ -217,7 +217,7 @@ class Attempt:
             return i, failure
         if failure.code == LOST_PEER_EXIT_CODE:  # a symptom: name the peer that went first
             for j, handle in enumerate(self.handles):
-                code = handle.poll() if j != i else None
+                code = handle.poll() if j != i and j not in self.dropped else None
                 if code not in (None, 0, LOST_PEER_EXIT_CODE):
                     return j, self.failure(j, code, 0.0)
         for j, handle in enumerate(self.handles):
