@@ -60,3 +60,20 @@ def test_other_errors_and_single_processes_are_left_alone():
     with pytest.raises(tf.errors.UnavailableError), \
             peer_loss(parse_tf_config(None), "one_device", lambda: 0):
         raise tf.errors.UnavailableError(None, None, ABORTED)
+
+
+def test_a_chief_that_left_without_its_summary_was_lost(tmp_path):
+    import json
+    import time
+
+    from tfyard.distribute.strategy import chief_finished
+
+    summary, since = tmp_path / "summary.json", time.time() - 1
+    assert not chief_finished(str(summary), since)                  # none written
+    summary.write_text(json.dumps({"stop_reason": None}))
+    assert chief_finished(str(summary), since)                      # finished
+    assert not chief_finished(str(summary), time.time() + 5)        # an earlier run's
+    summary.write_text(json.dumps({"stop_reason": "preempted"}))
+    assert not chief_finished(str(summary), since)                  # preempted: restarts
+    summary.write_text("{torn")
+    assert not chief_finished(str(summary), since)
