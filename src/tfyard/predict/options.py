@@ -12,8 +12,8 @@ from tfyard.errors import UserError
 ON_ERROR = ("skip", "fail")
 
 
-def _option(default, help: str, **flag):
-    return field(default=default, metadata={"help": help, **flag})
+def _option(default, help: str, **more):
+    return field(default=default, metadata={"help": help, **more})
 
 
 @dataclass(frozen=True)
