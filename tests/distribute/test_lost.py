@@ -57,6 +57,9 @@ def test_other_errors_and_single_processes_are_left_alone():
     with pytest.raises(tf.errors.InvalidArgumentError), \
             peer_loss(config(WORKERS), "multi_worker_mirrored", lambda: 0):
         raise tf.errors.InvalidArgumentError(None, None, "labels out of range")
+    with pytest.raises(tf.errors.AbortedError), \
+            peer_loss(config(WORKERS), "multi_worker_mirrored", lambda: 0):  # no peer named
+        raise tf.errors.AbortedError(None, None, "gs://b/x: failed to connect to storage")
     with pytest.raises(tf.errors.UnavailableError), \
             peer_loss(parse_tf_config(None), "one_device", lambda: 0):
         raise tf.errors.UnavailableError(None, None, ABORTED)
@@ -77,3 +80,26 @@ def test_a_chief_that_left_without_its_summary_was_lost(tmp_path):
     assert not chief_finished(str(summary), since)                  # preempted: restarts
     summary.write_text("{torn")
     assert not chief_finished(str(summary), since)
+
+
+def test_the_coordinators_closure_failures_are_one_line_per_worker(capsys):
+    import logging
+
+    from tfyard.distribute.lost import CoordinatorLines
+
+    lines, error = CoordinatorLines(), tf.errors.UnavailableError(None, None, "Socket closed")
+    said = [("Remote function on worker %s failed with %r:%s\nIt is treated as a transient "
+             "connectivity failure for now.", ("/job:worker/replica:0/task:0/device:CPU:0",
+                                                error, "20 lines\nof op text")),
+            (" %s encountered the following error when processing closure: %r:%s",
+             ("/job:worker/task:0", error, "op text")),
+            ("Start cancelling closures due to error %r: %s", (error, "op text"))]
+    kept = []
+    for message, args in said * 2:
+        record = logging.LogRecord("tensorflow", logging.ERROR, "/tf/distribute/coordinator/"
+                                   "cluster_coordinator.py", 1, message, args, None)
+        kept.append(lines.filter(record))
+    other = logging.LogRecord("tensorflow", logging.ERROR, "/tf/other.py", 1, "mine", (), None)
+    assert kept == [False] * 6 and lines.filter(other)
+    assert capsys.readouterr().err == ("tfyard: warning: a step failed on worker:0 "
+                                       "(UnavailableError); the coordinator runs it again\n")

@@ -12,6 +12,7 @@ only when an error is judged.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -21,11 +22,12 @@ from tfyard.errors import LOST_PEER_EXIT_CODE
 
 # TensorFlow names the remote end of a failed call as /job:NAME/replica:0/task:INDEX.
 _REMOTE = re.compile(r"/job:(chief|worker|ps|evaluator)/replica:\d+/task:(\d+)")
-# Words of the errors a lost peer causes: gRPC's (UNAVAILABLE, reset or refused
-# connections), the collective executor's abort, the coordination service's verdict.
-_LOST_WORDS = ("collective ops is aborted", "connection reset", "connection refused",
-               "failed to connect", "socket closed", "unavailable", "tasks are unhealthy",
-               "have crashed", "heartbeat")
+# The collective executor's abort and the coordination service's verdict on a peer.
+_PEER_WORDS = ("collective ops is aborted", "tasks are unhealthy", "have crashed")
+# gRPC's words for a call to another task that failed (with that task named in the text,
+# so a bucket or other service failing with the same words is not taken for a peer).
+_CALL_WORDS = ("connection reset", "connection refused", "failed to connect", "socket closed",
+               "unavailable")
 
 
 def lost_members(text: str, cluster: ClusterConfig) -> list[str]:
@@ -51,7 +53,8 @@ def is_peer_loss(exc: BaseException) -> bool:
     if not isinstance(exc, tf.errors.OpError):
         return False
     text = (getattr(exc, "message", None) or str(exc)).lower()
-    return any(words in text for words in _LOST_WORDS)
+    return any(words in text for words in _PEER_WORDS) or (
+        bool(_REMOTE.search(text)) and any(words in text for words in _CALL_WORDS))
 
 
 def message(exc: BaseException, cluster: ClusterConfig, strategy: str, step: int) -> str:
@@ -75,13 +78,47 @@ def lost_line(lost: str, how: str) -> str:
             "Kubernetes Job do)")
 
 
+# TensorFlow's ClusterCoordinator logs each closure a peer's failure broke, at ERROR with
+# the op error's whole text (~20 lines each, several at once): "Remote function on worker
+# W failed with E", "W encountered the following error when processing closure: E", "Start
+# cancelling closures due to error E".
+_WORKER = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
+_ERROR = re.compile(r"\b(\w+Error)\(")
+
+
+class CoordinatorLines(logging.Filter):
+    """One line per worker and error for the coordinator's own error records, in place of
+    them: it retries those closures itself, and a lost ps ends in `peer_loss`'s line."""
+
+    def __init__(self):
+        super().__init__()
+        self.said: set[tuple[str, ...]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "coordinator" not in record.pathname or record.levelno < logging.ERROR:
+            return True
+        first = record.getMessage().split("\n", 1)[0]
+        worker, error = _WORKER.search(first), _ERROR.search(first)
+        if worker and (worker.groups(), error and error.group(1)) not in self.said:
+            self.said.add((worker.groups(), error and error.group(1)))
+            print(f"tfyard: warning: a step failed on {':'.join(worker.groups())} "
+                  f"({error.group(1) if error else 'an error'}); the coordinator runs it "
+                  "again", file=sys.stderr, flush=True)
+        return False
+
+
 @contextlib.contextmanager
 def peer_loss(cluster: ClusterConfig, strategy: str, step: Callable[[], int]) -> Iterator[None]:
     """Turn a lost peer inside the block into one line on stderr and exit
-    LOST_PEER_EXIT_CODE; a no-op outside a cluster. `step` gives the last step completed."""
+    LOST_PEER_EXIT_CODE; a no-op outside a cluster. `step` gives the last step completed.
+    Under a parameter-server strategy the coordinator's closure failures are one line each."""
     if cluster.role == "single":
         yield
         return
+    tensorflow_log = logging.getLogger("tensorflow")
+    lines = CoordinatorLines() if strategy == "parameter_server" else None
+    if lines:
+        tensorflow_log.addFilter(lines)
     try:
         yield
     except Exception as exc:
@@ -89,3 +126,6 @@ def peer_loss(cluster: ClusterConfig, strategy: str, step: Callable[[], int]) ->
             raise
         print(message(exc, cluster, strategy, step()), file=sys.stderr, flush=True)
         raise SystemExit(LOST_PEER_EXIT_CODE) from None
+    finally:
+        if lines:
+            tensorflow_log.removeFilter(lines)
