@@ -35,6 +35,12 @@ def test_all_layers_reaches_nested_models_once():
     assert [layer.name for layer in layers] == ["outer", "shared", "inner", "inner_dense"]
 
 
+def test_uses_renorm_is_the_layers_setting_and_false_before_keras_has_one():
+    assert not compat.uses_renorm(keras.layers.BatchNormalization())
+    if "renorm" in inspect.signature(keras.layers.BatchNormalization).parameters:  # 3.14+
+        assert compat.uses_renorm(keras.layers.BatchNormalization(renorm=True))
+
+
 def test_worker_count_of_a_parameter_server_strategy():
     assert _run("""
         import tensorflow as tf
@@ -152,5 +158,5 @@ def test_weight_positions_are_the_keys_of_keras_own_weight_files(tmp_path):
 def test_every_shim_names_the_version_it_was_checked_against():
     shims = [f for name, f in inspect.getmembers(compat, inspect.isfunction)
              if f.__module__ == compat.__name__]
-    assert len(shims) == 8
+    assert len(shims) == 9
     assert all("Checked against" in " ".join(f.__doc__.split()) for f in shims)

@@ -1,8 +1,10 @@
-"""The TensorFlow and Keras internals tfyard relies on, each behind one function here.
+"""The TensorFlow and Keras internals tfyard relies on, and what differs between the Keras
+versions it supports (3.12 on Python 3.10 to 3.15), each behind one function here.
 
 TensorFlow and Keras give no public way to do these things, so an upgrade may break them.
 Each shim names the versions it was checked against, and tests/test_compat.py tests each
-one: an upgrade is checked in these two files. Importing this module imports TensorFlow
+one: an upgrade is checked in these two files, and `make matrix` runs them on every
+supported Python and on the lowest declared versions. Importing this module imports TensorFlow
 and Keras.
 """
 
@@ -16,8 +18,15 @@ from tensorflow.python.util import _pywrap_util_port
 
 def all_layers(model) -> list:
     """`model` and every layer nested in it, each once: `model.layers` stops at the top
-    level. Checked against Keras 3.15."""
+    level. Checked against Keras 3.12 and 3.15."""
     return model._flatten_layers()
+
+
+def uses_renorm(layer) -> bool:
+    """Whether a BatchNormalization renormalises its batch statistics: Keras 3.14 added
+    `renorm`; before it (Keras 3.12 and 3.13, what Python 3.10 gets) no layer does.
+    Checked against Keras 3.12 and 3.15."""
+    return bool(getattr(layer, "renorm", False))
 
 
 def worker_count(strategy) -> int:
@@ -50,7 +59,7 @@ def compiled_loss(model):
     """The loss `model.compile(loss=...)` set up, as Keras trains with it: `(y_true, y_pred,
     sample_weight=None)` -> one replica's scalar, per-output losses and `loss_weights`
     applied (`model.loss` is only what the user passed). None without a compiled loss.
-    Checked against Keras 3.15."""
+    Checked against Keras 3.12 and 3.15."""
     return model._compile_loss
 
 
@@ -60,7 +69,7 @@ def compiled_metrics(model, y_true, y_pred) -> dict:
 
     Built, the first time, for batches shaped like `y_true`, `y_pred` (tensors or
     `keras.KerasTensor`s), as Keras builds them before `fit`: call it inside the strategy
-    scope, which then owns their variables. Checked against Keras 3.15.
+    scope, which then owns their variables. Checked against Keras 3.12 and 3.15.
     """
     metrics = model._compile_metrics
     if metrics is None:
@@ -74,7 +83,7 @@ def weight_positions(model) -> dict[str, object]:
     """Keras 3's position path of each weight of `model` (`layers/conv2d/vars/0`: layers
     named by class and order), as `.keras` and `.weights.h5` files key them -> the weight.
     Keras's own saving walk runs into a store that keeps nothing but the references.
-    Checked against Keras 3.15."""
+    Checked against Keras 3.12 and 3.15."""
     from keras.src.saving import saving_lib
 
     store = saving_lib.NpzIOStore(None, mode="w")   # in memory; written only by close()

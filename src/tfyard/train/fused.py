@@ -30,7 +30,7 @@ def fuse_batch_norm(model) -> int:
 
 def _eligible(layer) -> bool:
     """Plain batch norm over the last axis: no renorm, no cross-replica statistics."""
-    return (type(layer) is keras.layers.BatchNormalization and not layer.renorm
+    return (type(layer) is keras.layers.BatchNormalization and not compat.uses_renorm(layer)
             and not layer.synchronized and layer.axis in (-1, 3)
             and layer.epsilon >= MIN_EPSILON)
 
