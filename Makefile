@@ -1,5 +1,7 @@
-# tfyard: `make demo` trains on the bundled digits; `make test` runs the whole suite.
-# The demo installs the package alone; tests, lint and benchmarks add every extra.
+# tfyard: `make demo` trains on the bundled digits; `make test` runs the whole suite;
+# `make matrix` runs the demo and `make quick` on every supported Python and on the lowest
+# declared versions (ci/matrix.sh). The demo installs the package alone; tests, lint and
+# benchmarks add every extra.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -7,32 +9,51 @@ VERSION := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PACKAGE := $(VENV)/.installed-package-$(VERSION)
 EVERYTHING := $(VENV)/.installed-everything-$(VERSION)
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
+# ci/matrix.sh passes uv's pip: the same installs, faster.
+PIP ?= $(BIN)/python -m pip
+# The quick slice (`make quick`, ~1 CPU-minute): what differs between versions (compat's
+# shims, fused batch norm), the Ray and Spark launch plans, one short training run (its
+# outputs, exports and plots), and predict's csv, jsonl and parquet.
+QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_optional.py \
+    tests/launch/test_spark_plan.py \
+    tests/train/test_single_process.py::test_every_output_exists_and_parses \
+    tests/train/test_single_process.py::test_exports_reload_with_the_same_predictions \
+    tests/train/test_single_process.py::test_plot_writes_curves \
+    tests/predict/test_outputs.py::test_each_format_is_written_whole
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test quick matrix lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PIP) install --quiet --upgrade pip
 
 $(PACKAGE): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+	$(PIP) install --quiet -e .
 	rm -f $(VENV)/.installed-package-* && touch $@
 
 $(EVERYTHING): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,spark,ray,dev,parquet]'
+	$(PIP) install --quiet -e '.[test,spark,ray,dev,parquet]'
 	rm -f $(VENV)/.installed-* && touch $(PACKAGE) $@
 
 demo: $(PACKAGE)
-	$(BIN)/tfyard demo
+	$(BIN)/tfyard demo $(DEMO_ARGS)
 
 lint: $(EVERYTHING)
-	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff check src tests examples benchmarks ci
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+quick: $(EVERYTHING)
+	$(BIN)/python -m pytest -q -p no:cacheprovider \
+	    -m 'not cluster and not spark and not ray and not slow' $(QUICK)
+
+matrix:
+	bash ci/matrix.sh
 
 bench: $(EVERYTHING)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) output .pytest_cache .ruff_cache
+	rm -rf $(VENV) output build/matrix .pytest_cache .ruff_cache
