@@ -135,11 +135,14 @@ def launch_spark(args) -> int:
     from tfyard.launch.supervise import MemberFailed
 
     quiet.install()  # before the JVM starts: its start-up notice is dropped
-
+    failed = None
     with spark_context(args.master, args.conf) as sc:
         try:
             run_command(sc, _command(args), args.num_executors, args.num_ps, args.evaluator)
         except MemberFailed as exc:
-            print(f"tfyard: launch failed: {exc}", file=sys.stderr)
-            return 1
-    return 0
+            failed = exc
+    if failed is None:
+        return 0
+    # after Spark stopped: the last word, below whatever its stopping threads print
+    print(f"tfyard: launch failed: {failed}", file=sys.stderr)
+    return 1
