@@ -62,7 +62,8 @@ WARN_PER_CORE, MAX_PER_CORE = 2, 8
 
 def check_cores(members: int, cores: int | None = None) -> str | None:
     """Refuse more members than this machine can run; a warning line when it is crowded."""
-    cores = cores or len(os.sched_getaffinity(0))
+    cores = cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else os.cpu_count() or 1)
     if members > MAX_PER_CORE * cores:
         raise UserError(
             f"{members} members on {cores} CPU core(s) is more than {MAX_PER_CORE} a core; "
