@@ -10,6 +10,7 @@ PACKAGE := $(VENV)/.installed-package-$(VERSION)
 EVERYTHING := $(VENV)/.installed-everything-$(VERSION)
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
+LEGS ?=
 # ci/matrix.sh passes uv's pip: the same installs, faster.
 PIP ?= $(BIN)/python -m pip
 # The quick slice (`make quick`, ~1 CPU-minute): what differs between versions (compat's
@@ -50,7 +51,7 @@ quick: $(EVERYTHING)
 	    -m 'not cluster and not spark and not ray and not slow' $(QUICK)
 
 matrix:
-	bash ci/matrix.sh
+	bash ci/matrix.sh $(LEGS)
 
 bench: $(EVERYTHING)
 	$(BIN)/python benchmarks/run_all.py

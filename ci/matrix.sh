@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # `make matrix`: tfyard on every Python it supports and on the oldest versions it declares.
 #
-# Each Python 3.10-3.13: a fresh venv, `make demo` (its install and run), then `make quick`
-# (every extra, the quick slice). Then Python 3.10 with every dependency pinned to the lower
-# bound pyproject.toml declares (ci/lowest.py) runs `make quick`. A Python not on the machine
-# fails the check by name. The legs run in parallel and install through uv (fetched from
-# PyPI into build/matrix/uv; its cache shares one copy of each wheel); each leg's output is
-# build/matrix/<leg>.log.
+# Legs py3.10 to py3.13: a fresh venv on that Python, `make demo` (its install and run), then
+# `make quick` (every extra, the quick slice). Leg `lowest`: Python 3.10 with every
+# dependency pinned to the lower bound pyproject.toml declares (ci/lowest.py), `make quick`.
+# A Python not on the machine fails the check by name. The legs run in parallel and install
+# through uv (fetched from PyPI into build/matrix/uv; its cache holds one copy of each
+# wheel); each leg's output is build/matrix/<leg>.log.
+# Usage: bash ci/matrix.sh [LEG...]   (default: every leg; `make matrix LEGS=...`)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PYTHONS=(3.10 3.11 3.12 3.13)
+LEGS=(py3.10 py3.11 py3.12 py3.13 lowest)
+[ $# -eq 0 ] || LEGS=("$@")
+LOWEST_PYTHON=3.10
 WORK=$PWD/build/matrix
 
 find_python() {   # the interpreter of Python $1; pyenv's shims run only selected versions
@@ -34,44 +37,52 @@ leg() {   # leg NAME PYTHON TARGET...: a fresh venv at build/matrix/NAME, then `
 }
 
 mkdir -p "$WORK"
-declare -A found
+declare -A python
 failed=0
-for version in "${PYTHONS[@]}"; do
+for name in "${LEGS[@]}"; do
+    version=${name#py}
+    [ "$name" = lowest ] && version=$LOWEST_PYTHON
     if path=$(find_python "$version"); then
-        found[$version]=$path
-        echo "matrix: Python $version is $path"
+        python[$name]=$path
     else
-        echo "matrix: FAILED: Python $version is not on this machine (python$version on PATH" \
-             "or a pyenv version); tfyard supports it, so the check needs it"
+        echo "matrix: $name: FAILED: Python $version is not on this machine (python$version" \
+             "on PATH or a pyenv version); tfyard supports it, so the check needs it"
         failed=1
     fi
 done
-newest=${found[${PYTHONS[-1]}]:-python3}
+[ ${#python[@]} -gt 0 ] || exit 1
+tool=$(find_python 3.13 || find_python 3.12 || find_python 3.11) ||   # tomllib, uv
+    { echo "matrix: FAILED: reading pyproject.toml needs a Python 3.11+"; exit 1; }
 
 UV=$WORK/uv/bin/uv
-[ -x "$UV" ] || { "$newest" -m venv "$WORK/uv" && "$WORK/uv/bin/pip" install --quiet uv; } ||
-    { echo "matrix: FAILED: could not install uv from PyPI"; exit 1; }
-"$newest" ci/lowest.py >"$WORK/lowest.txt" || exit 1
+[ -x "$UV" ] || { "$tool" -m venv "$WORK/uv" &&
+                  "$WORK/uv/bin/pip" install --quiet uv >"$WORK/uv.log" 2>&1; } ||
+    { echo "matrix: FAILED: could not install uv from PyPI ($WORK/uv.log)"; exit 1; }
+"$tool" ci/lowest.py >"$WORK/lowest.txt" || exit 1
 
 start=$SECONDS
 declare -A pids
-for version in "${!found[@]}"; do
-    leg "py$version" "${found[$version]}" demo quick &
-    pids[py$version]=$!
-done
-if [ -n "${found[${PYTHONS[0]}]:-}" ]; then
-    UV_CONSTRAINT=$WORK/lowest.txt UV_BUILD_CONSTRAINT=$WORK/lowest.txt leg lowest "${found[${PYTHONS[0]}]}" quick &
-    pids[lowest]=$!
-fi
-for name in $(printf '%s\n' "${!pids[@]}" | sort); do
-    if wait "${pids[$name]}"; then
-        result="passed: $(grep -o 'validation accuracy [0-9.]*%' "$WORK/$name.log")"
-        result+="; quick: $(grep -oE '[0-9]+ passed[^=]*' "$WORK/$name.log" | tail -1)"
+for name in "${!python[@]}"; do
+    if [ "$name" = lowest ]; then
+        UV_CONSTRAINT=$WORK/lowest.txt UV_BUILD_CONSTRAINT=$WORK/lowest.txt \
+            leg lowest "${python[$name]}" quick &
     else
-        result="FAILED (build/matrix/$name.log)"
+        leg "$name" "${python[$name]}" demo quick &
+    fi
+    pids[$name]=$!
+done
+for name in $(printf '%s\n' "${!pids[@]}" | sort); do
+    log=$WORK/$name.log
+    if wait "${pids[$name]}"; then
+        demo=$(grep -o 'validation accuracy [0-9.]*%' "$log")
+        tests=$(grep -oE '[0-9]+ passed.* in [0-9.]+s' "$log" | tail -1)
+        echo "matrix: $name: passed (${demo:+demo: $demo; }quick: $tests)"
+    else
+        echo "matrix: $name: FAILED (build/matrix/$name.log):"
+        grep -E '^(E |FAILED|ERROR|error|  cause)|Error' "$log" | tail -5 | sed 's/^/    /'
         failed=1
     fi
-    echo "matrix: $name: $result"
 done
-echo "matrix: $((SECONDS - start)) s for the legs; lowest versions: $(paste -sd' ' "$WORK/lowest.txt")"
+echo "matrix: ${SECONDS}s in all, $((SECONDS - start))s for the legs; lowest versions:" \
+     "$(paste -sd' ' "$WORK/lowest.txt")"
 exit $failed
