@@ -18,6 +18,7 @@ class UserError(Exception):
 # Kubeflow already treat as "terminated, safe to retry"; TensorFlow's own default (42) is not.
 # Launchers restart a job on it without spending a --max_restarts credit.
 PREEMPTED_EXIT_CODE = 143
+PREEMPTED = "preempted"  # the stop reason in RunState and summary.json
 
 # A member that lost a peer (an all-reduce member, a parameter server, the chief) and cannot
 # go on: the job must restart from its latest checkpoint. EX_TEMPFAIL of sysexits.h, "try

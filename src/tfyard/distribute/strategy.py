@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tfyard.distribute.cluster import ClusterConfig, export_tf_config
 from tfyard.distribute.lost import lost_line
-from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED_EXIT_CODE, UserError
+from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED, PREEMPTED_EXIT_CODE, UserError
 
 STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 # Inter-op threads for servers: a PS task with fewer than a handful dead-locks on small machines.
@@ -253,7 +253,7 @@ def chief_finished(summary: str, since: float) -> bool:
         if os.path.getmtime(summary) < since:
             return False
         with open(summary, encoding="utf-8") as handle:
-            return json.load(handle).get("stop_reason") != "preempted"
+            return json.load(handle).get("stop_reason") != PREEMPTED
     except (OSError, ValueError, AttributeError):
         return False
 

@@ -34,7 +34,6 @@ STEADY.autotune.enabled = False
 EMPTY = "cannot decode: it is empty (0 bytes)"
 
 
-
 def unusable(item) -> str | None:
     """Why `item` (a path or encoded bytes) cannot be scored, found without reading it, or
     None: only its read and its decode are left to the pipeline."""

@@ -30,11 +30,10 @@ import signal
 import threading
 from collections.abc import Callable
 
-from tfyard.errors import PREEMPTED_EXIT_CODE
+from tfyard.errors import PREEMPTED, PREEMPTED_EXIT_CODE
 from tfyard.train.controller import Action, RunState
 
 log = logging.getLogger("tfyard")
-PREEMPTED = "preempted"  # the stop reason in RunState and summary.json
 
 _flag = threading.Event()
 _first: list[int] = []  # the signal that set the flag: it decides the exit code
