@@ -4,11 +4,12 @@ processes are in test_local.py and tests/reliability/test_lost_members.py)."""
 from __future__ import annotations
 
 import collections
+import io
 import signal
 import time
 
 from tfyard.errors import LOST_PEER_EXIT_CODE
-from tfyard.launch.supervise import Policy, roster, supervise
+from tfyard.launch.supervise import LockedWriter, Policy, roster, supervise
 
 
 class Scripted:
@@ -76,3 +77,16 @@ def test_a_failed_evaluator_restarts_alone_then_training_goes_on_without_it():
     assert "evaluator:0 failed with exit code 1; restarting it alone (1/1)" in text
     assert ("evaluator:0 failed with exit code 1; no restart left (--max_restarts 1), "
             "training goes on without it") in text
+
+
+def test_an_error_line_is_said_once_by_the_members_and_the_final_report():
+    """Whichever member says a shared error first, the others' copies and the report's
+    repeat of a failed member's tail are left out; other lines still reach the report."""
+    stream = io.StringIO()
+    write = LockedWriter(stream)
+    write("[worker:1] tfyard: error: unrecognized arguments: --bogus 1\n")
+    write("[worker:0] tfyard: error: unrecognized arguments: --bogus 1\n")
+    tail = ["[worker:0] something before", "[worker:0] tfyard: error: unrecognized arguments: "
+            "--bogus 1"]
+    assert write.unseen(tail) == ["[worker:0] something before"]
+    assert stream.getvalue().count("tfyard: error:") == 1

@@ -53,9 +53,9 @@ def saved_step(output: str) -> int:
     return found.pop()
 
 
-def train_alone(output_dir, work_dir) -> subprocess.Popen:
+def train_alone(output_dir, work_dir, steps=STEPS) -> subprocess.Popen:
     command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", output_dir,
-               "--work_dir", work_dir, "--no_export", *STEPS]
+               "--work_dir", work_dir, "--no_export", *steps]
     return subprocess.Popen(list(map(str, command)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -22,6 +22,9 @@ from tests.reliability.test_preemption import STEPS, finish, train_alone, train_
 from tests.train.conftest import FAST, read_json
 from tfyard.train.lease import LEASE_FILE
 
+# Long enough that each run is still training when the test signals or kills it, however
+# slowly the refused second writer starts on a loaded machine (60 steps train in 1-3 s).
+LONG = ["--train_steps", "300", *STEPS[2:]]
 INTERRUPTED = re.compile(r"tfyard: interrupted at step (\d+); saved checkpoint ckpt-\1; rerun "
                          r"to resume \(exit 130\)")
 
@@ -64,12 +67,12 @@ def test_a_live_holder_is_refused_at_once_touching_nothing(tmp_path, digits_work
 
 def test_second_writer_refused_ctrl_c_saves_and_a_killed_holder_never_blocks(tmp_path,
                                                                              digits_work):
-    first = train_alone(tmp_path, digits_work)
+    first = train_alone(tmp_path, digits_work, LONG)
     wait_for(lambda: len(train_steps(tmp_path)) >= 1, first)
     before = files(tmp_path)
     started = time.monotonic()
     second = run_tfyard("train", *FAST, "--output_dir", tmp_path, "--work_dir", digits_work,
-                        "--no_export", *STEPS)
+                        "--no_export", *LONG)
     took = time.monotonic() - started
     assert second.returncode == 2 and f"pid {first.pid}," in second.stderr, second.stderr
     assert took < 20 and first.poll() is None, took         # refused at once, mid-training
@@ -85,16 +88,16 @@ def test_second_writer_refused_ctrl_c_saves_and_a_killed_holder_never_blocks(tmp
     step = int(INTERRUPTED.search(output).group(1))
     steps = train_steps(tmp_path)
     assert steps == sorted(set(steps))                     # one writer: no step twice
-    assert latest_checkpoint_step(tmp_path) == step == steps[-1] < 60   # 0 steps lost
+    assert latest_checkpoint_step(tmp_path) == step == steps[-1] < 300   # 0 steps lost
     assert not (tmp_path / LEASE_FILE).exists()            # released at exit
-    killed = train_alone(tmp_path, digits_work)             # resumes, then SIGKILL
+    killed = train_alone(tmp_path, digits_work, LONG)       # resumes, then SIGKILL
     wait_for(lambda: len(train_steps(tmp_path)) > len(steps), killed)
     killed.kill()
     killed.wait()
     assert (tmp_path / LEASE_FILE).exists()                # left behind by the kill
-    finish(train_alone(tmp_path, digits_work))
+    finish(train_alone(tmp_path, digits_work, LONG))
     summary = read_json(tmp_path / "summary.json")
-    assert summary["final_step"] == 60 and summary["resumed_from_step"] >= step
+    assert summary["final_step"] == 300 and summary["resumed_from_step"] >= step
 
 
 def test_readers_are_never_blocked_by_a_live_holder(tmp_path, digits_work):

@@ -382,8 +382,8 @@ class LockedWriter:
         self.recent: collections.deque = collections.deque(maxlen=TAIL_LINES)
 
     def __call__(self, text: str) -> None:
-        prefix, _, said = text.partition("] ")
-        if prefix.startswith("[") and said.startswith("tfyard: error:"):
+        said = _member_error(text)
+        if said is not None:
             with self.lock:
                 if said in self.errors:
                     return
@@ -394,8 +394,16 @@ class LockedWriter:
             self.recent.extend(text.splitlines())
 
     def unseen(self, lines: Sequence[str]) -> list[str]:
-        """`lines` less those among the last ones written."""
-        return [line for line in lines if line not in self.recent]
+        """`lines` less those among the last ones written and the error lines said before
+        (a member's, left out above when another member had said it first)."""
+        return [line for line in lines
+                if line not in self.recent and _member_error(line) not in self.errors]
+
+
+def _member_error(text: str) -> str | None:
+    """The `tfyard: error: ...` of a member's prefixed line (`[worker:1] tfyard: error: ...`)."""
+    prefix, _, said = text.rstrip("\n").partition("] ")
+    return said if prefix.startswith("[") and said.startswith("tfyard: error:") else None
 
 
 def locked_writer(stream) -> LockedWriter:
