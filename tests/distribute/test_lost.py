@@ -103,3 +103,47 @@ def test_the_coordinators_closure_failures_are_one_line_per_worker(capsys):
     assert kept == [False] * 6 and lines.filter(other)
     assert capsys.readouterr().err == ("tfyard: warning: a step failed on worker:0 "
                                        "(UnavailableError); the coordinator runs it again\n")
+
+
+SERVE = """
+import socket, sys, threading
+import tensorflow   # loaded first: the chief's 3 s below are the server's start and the wait
+from tfyard.distribute.cluster import parse_tf_config
+from tfyard.distribute.strategy import serve
+
+lease, run, summary, finishes = sys.argv[1:]
+chief = socket.create_server(("127.0.0.1", 0))   # listening is reachable enough
+ps = socket.create_server(("127.0.0.1", 0))
+worker_port = ps.getsockname()[1]
+ps.close()
+cluster = parse_tf_config({"cluster": {"chief": [f"127.0.0.1:{chief.getsockname()[1]}"],
+                                       "ps": ["127.0.0.1:1"],
+                                       "worker": [f"127.0.0.1:{worker_port}"]},
+                           "task": {"type": "worker", "index": 0}})
+
+def chief_ends():   # its lease released before this task looked
+    if finishes == "yes":
+        open(summary, "w").write('{"stop_reason": null}')
+    chief.close()
+
+threading.Timer(3.0, chief_ends).start()
+sys.exit(serve(cluster, startup_timeout=30, poll=0.2, chief_files=(lease, run, summary)))
+"""
+
+
+@pytest.mark.parametrize("wrote_run, finishes, status", [
+    (False, "no", 0), (True, "no", LOST_PEER_EXIT_CODE), (True, "yes", 0)])
+def test_a_server_judges_the_chief_by_the_run_files_it_can_see(tmp_path, wrote_run, finishes,
+                                                               status):
+    """A private run directory: the chief just ended. A shared one (run.json seen, even with
+    the lease released before this task looked): lost, unless it wrote its summary."""
+    import subprocess
+    import sys
+
+    if wrote_run:
+        (tmp_path / "run.json").write_text("{}")
+    files = [str(tmp_path / name) for name in ("lease.json", "run.json", "summary.json")]
+    proc = subprocess.run([sys.executable, "-c", SERVE, *files, finishes], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == status, proc.stderr[-2000:]
+    assert ("lost chief:0" in proc.stderr) == (status == LOST_PEER_EXIT_CODE), proc.stderr

@@ -201,7 +201,7 @@ def reachable(address: str, timeout: float = 1.0) -> bool:
 
 
 def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
-          chief_files: tuple[str, str] | None = None) -> int:
+          chief_files: tuple[str, str, str] | None = None) -> int:
     """Run this task's server until the chief has come and gone; returns the exit status.
 
     Gives up, naming the chief's address, if the chief is not reachable within
@@ -209,10 +209,11 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
     SIGTERM (preemption) returns PREEMPTED_EXIT_CODE once the chief has ended, at most
     SERVER_GRACE_S later: the chief, signalled too when the whole job is preempted, still
     needs the variables (ps) and its running closures (workers) to save.
-    `chief_files` are the chief's lease and summary.json: when this task saw the lease
-    (the run directory is shared) and the chief went without writing its summary, the
-    chief was lost: one line and LOST_PEER_EXIT_CODE, so a Kubernetes Job restarts this
-    member with the chief instead of counting it done.
+    `chief_files` are the chief's lease, run.json and summary.json: when this task saw the
+    lease or run.json (the run directory is shared; the lease alone may come and go between
+    two looks) and the chief went without writing its summary, the chief was lost: one line
+    and LOST_PEER_EXIT_CODE, so a Kubernetes Job restarts this member with the chief instead
+    of counting it done.
     """
     started = time.time()
     start_server(cluster)
@@ -227,13 +228,16 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
                 "raise --startup_timeout"
             )
         time.sleep(poll)
+    def chief_writes_here() -> bool:
+        return bool(chief_files) and any(os.path.exists(path) for path in chief_files[:2])
+
     misses, shared = 0, False
     while misses < 3 and not terminated.is_set():
         time.sleep(poll)
         misses = 0 if reachable(chief) else misses + 1
-        shared = shared or bool(chief_files and os.path.exists(chief_files[0]))
+        shared = shared or chief_writes_here()
     if not terminated.is_set():
-        if shared and not chief_finished(chief_files[1], started):
+        if (shared or chief_writes_here()) and not chief_finished(chief_files[2], started):
             print(lost_line(f"chief:0 ({chief})", f"before it finished; {me} stops"),
                   file=sys.stderr, flush=True)
             return LOST_PEER_EXIT_CODE

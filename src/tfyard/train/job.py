@@ -80,8 +80,9 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
         status = strategies.serve(cluster, startup_timeout=options.startup_timeout,
-                                  chief_files=(os.path.join(plat.output_dir, LEASE_FILE),
-                                               os.path.join(plat.output_dir, outputs.SUMMARY)))
+                                  chief_files=tuple(os.path.join(plat.output_dir, name)
+                                                    for name in (LEASE_FILE, outputs.RUN_FILE,
+                                                                 outputs.SUMMARY)))
         if status:
             raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
         return None
