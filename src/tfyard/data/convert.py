@@ -231,8 +231,9 @@ def convert_imagefolder(src: str, dst: str, shards: int = 8,
         if not 0.0 < validation_fraction < 1.0:
             raise UserError(f"--validation_fraction must be between 0 and 1 (training reads "
                             f"validation shards), got {validation_fraction}")
-        if split_dir(src, "validation") is not None:
-            raise UserError(f"{split_dir(src, 'validation')} is the validation split; "
+        validation_dir = split_dir(src, "validation")
+        if validation_dir is not None:
+            raise UserError(f"{validation_dir} is the validation split; "
                             "drop --validation_fraction, or the folder")
     names, files = splits(src, validation_fraction or HOLD_OUT)
     if not files["validation"]:
