@@ -21,7 +21,8 @@ def test_only_errors_spells_the_preempted_stop_reason():
     found = _where(lambda node: isinstance(node, ast.Constant) and node.value == "preempted")
     # errors declares the stop reason; preemption's console line says the word ("preempted at
     # step N") on its own
-    assert found == {"errors.py", "train/preemption.py"}, f"use errors.PREEMPTED instead: {found}"
+    assert found == {"errors.py", "train/rundir/preemption.py"}, \
+        f"use errors.PREEMPTED instead: {found}"
 
 
 def test_only_supervise_sets_the_failed_output_tail_length():

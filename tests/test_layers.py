@@ -11,6 +11,17 @@ sideways, and no module imports itself back through others.
 
 A module may import its own package's siblings. Imports inside functions count too:
 laziness keeps start-up fast, it does not make an upward dependency right.
+
+Inside `train`, its rooms stand in the same order, each above the ones it uses:
+
+    train               the loop: job, options, build, loop, controller, actions, evaluate, fit
+    train.weights       where the weights start
+    train.task          what is trained
+    train.rundir        the run directory
+
+And the house's proportions: no folder's own modules hold more than a fifth of the package's
+lines, and no folder has more than a dozen modules; a folder that outgrows either has found
+its sub-rooms (`docs/architecture.md`).
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ LAYERS = [
     {"errors", "flags", "dtypes", "compat", "__init__"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
+TRAIN_ROOMS = ["tfyard.train", "tfyard.train.weights", "tfyard.train.task", "tfyard.train.rundir"]
 # (importing module, imported module) pairs allowed against the rule, with the reason.
 ALLOWED: dict[tuple[str, str], str] = {
     ("tfyard", "tfyard.train.fit"): "`tfyard.fit`, the public door, loaded on first use",
@@ -135,3 +147,60 @@ def test_the_checker_sees_the_old_upward_and_sideways_imports():
     assert found == {"tfyard.cli", "tfyard.train.job", "tfyard.bench.train"}
     assert wrong_imports("tfyard.train.options", found) == [
         "tfyard.train.options -> tfyard.bench.train", "tfyard.train.options -> tfyard.cli"]
+
+
+def _room(module: str) -> str:
+    """The train room of a train module: its sub-package, or `tfyard.train` itself."""
+    for room in reversed(TRAIN_ROOMS):
+        if module == room or module.startswith(room + "."):
+            return room
+    raise ValueError(module)
+
+
+def wrong_train_imports(module: str, imported: set[str]) -> list[str]:
+    if _part(module) != "train":
+        return []
+    rank = TRAIN_ROOMS.index(_room(module))
+    return [f"{module} -> {name}" for name in sorted(imported)
+            if _part(name) == "train" and TRAIN_ROOMS.index(_room(name)) < rank]
+
+
+def test_train_rooms_import_down():
+    wrong = [line for module in MODULES
+             for line in wrong_train_imports(module, imports(module))]
+    assert not wrong, "a train room imports one above it:\n" + "\n".join(sorted(wrong))
+    assert wrong_train_imports("tfyard.train.rundir.checkpoint", {"tfyard.train.build"}) == [
+        "tfyard.train.rundir.checkpoint -> tfyard.train.build"]
+
+
+def test_options_travel_down_as_values():
+    """`TrainOptions` is read in the loop's own room; the rooms below it get plain values,
+    so a parameter's walk from `job.train` to the step never climbs back up for it."""
+    readers = {m for m in MODULES if "tfyard.train.options" in imports(m)}
+    below = sorted(m for m in readers if _part(m) == "train" and _room(m) != "tfyard.train")
+    assert not below, f"rooms below the loop read TrainOptions: {below}"
+
+
+def _folders() -> dict[Path, list[Path]]:
+    folders: dict[Path, list[Path]] = {}
+    for path in MODULES.values():
+        folders.setdefault(path.parent, []).append(path)
+    return folders
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_no_folder_holds_more_than_a_fifth_of_the_package():
+    total = sum(_lines(p) for p in MODULES.values())
+    heavy = {str(folder.relative_to(SRC)): round(sum(map(_lines, files)) / total, 3)
+             for folder, files in _folders().items()
+             if sum(map(_lines, files)) > total / 5}
+    assert not heavy, f"folders over a fifth of the package's {total} lines: {heavy}"
+
+
+def test_no_folder_has_more_than_a_dozen_modules():
+    crowded = {str(folder.relative_to(SRC)): len(files)
+               for folder, files in _folders().items() if len(files) > 12}
+    assert not crowded, f"folders of more than 12 modules: {crowded}"

@@ -118,7 +118,7 @@ def test_train_image_classifier_slim_flags(tmp_path, model):
 
 
 def run_weights(run: Path) -> dict:
-    from tfyard.train.weight_files import open_source
+    from tfyard.train.weights.weight_files import open_source
 
     with open_source(str(run)) as source:
         return {key: source.read(key) for key in source.shapes}

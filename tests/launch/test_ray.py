@@ -18,7 +18,7 @@ ray = pytest.importorskip("ray")
 from tests.launch import helpers  # noqa: E402
 from tests.launch.helpers import alive, follow, launch, program, recorded_pids, started_pid  # noqa: E402
 from tests.train.conftest import FAST, read_json  # noqa: E402
-from tests.train.test_user_models import MODELS  # noqa: E402
+from tests.train.task.test_user_models import MODELS  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -67,7 +67,7 @@ def test_parameter_server_job_with_one_ps_through_the_python_api(ray_address, tm
 def test_a_users_model_trains_all_reduce_through_tfyard_fit(ray_address, tmp_path,
                                                            digits_work, name):
     import tfyard.ray
-    from tests.train.test_user_models import USER_MODELS
+    from tests.train.task.test_user_models import USER_MODELS
 
     ray.cloudpickle.register_pickle_by_value(helpers)  # main_fun lives there
     model = f"{MODELS}:{name}"

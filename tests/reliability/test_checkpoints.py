@@ -24,7 +24,7 @@ PROGRAM = Path(__file__).parent / "programs" / "save_forever.py"
 def restore(directory: Path):
     import tensorflow as tf
 
-    from tfyard.train.checkpoint import Checkpoints
+    from tfyard.train.rundir.checkpoint import Checkpoints
 
     values = tf.Variable(tf.zeros([4_000_000]))
     step = tf.Variable(0, dtype=tf.int64)

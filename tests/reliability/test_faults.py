@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import run_tfyard
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import assert_learned, read_json, read_jsonl
+from tests.train.task.test_user_models import USER_MODELS, user_model
 from tests.train.test_clusters import ASYNC
-from tests.train.test_user_models import USER_MODELS, user_model
 
 pytestmark = pytest.mark.cluster
 # With --seed a resumed all-reduce job must end with the weights of an unbroken one, bit for

@@ -17,8 +17,8 @@ import pytest
 
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import FAST, read_json, read_jsonl
+from tests.train.task.test_user_models import MODELS
 from tests.train.test_clusters import ASYNC
-from tests.train.test_user_models import MODELS
 from tfyard.errors import PREEMPTED_EXIT_CODE
 
 STEPS = ["--train_steps", "60", "--checkpoint_every_steps", "1000", "--eval_every_epochs",

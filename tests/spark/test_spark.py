@@ -75,7 +75,7 @@ def test_parameter_server_job_through_the_python_api(sc, tmp_path, capsys):
 @pytest.mark.parametrize("name", ["compiled", "convnet", "mobilenet"])
 def test_a_users_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path, digits_work, name):
     import tfyard.spark
-    from tests.train.test_user_models import MODELS, USER_MODELS
+    from tests.train.task.test_user_models import MODELS, USER_MODELS
 
     model = f"{MODELS}:{name}"
     tfyard.spark.run(sc, helpers.fit_user_model, [model, USER_MODELS[name], str(tmp_path),

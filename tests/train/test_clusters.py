@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import run_tfyard
 from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
-from tests.train.test_user_models import MODELS, USER_CODE, USER_MODELS, user_model
+from tests.train.task.test_user_models import MODELS, USER_CODE, USER_MODELS, user_model
 
 pytestmark = pytest.mark.cluster
 # Asynchronous updates from two workers add their own momentum to SGD's (Mitliagkas et al.

@@ -16,10 +16,10 @@ from tfyard.train.actions import (
     ExportAction,
     MetricsAction,
 )
-from tfyard.train.checkpoint import Checkpoints
-from tfyard.train.console import Console
 from tfyard.train.controller import Callback, Controller, StopTraining
-from tfyard.train.report import Reporter
+from tfyard.train.rundir.checkpoint import Checkpoints
+from tfyard.train.rundir.console import Console
+from tfyard.train.rundir.report import Reporter
 
 
 class Recorder(Callback):

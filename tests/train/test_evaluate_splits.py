@@ -23,8 +23,8 @@ from tests.data.helpers import (
 from tfyard import platform
 from tfyard.errors import UserError
 from tfyard.train.evaluate import evaluate_output
-from tfyard.train.inputs import RegistryInput
 from tfyard.train.options import TrainOptions
+from tfyard.train.task.inputs import RegistryInput
 
 
 def write_slim(root) -> None:

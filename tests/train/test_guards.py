@@ -12,11 +12,11 @@ import tensorflow as tf
 
 from tests.train.toy import dataset_fn, toy_trainer
 from tfyard.errors import UserError
-from tfyard.train.checkpoint import Checkpoints
+from tfyard.train.actions import DivergenceGuard
 from tfyard.train.controller import Controller
-from tfyard.train.guards import DivergenceGuard
-from tfyard.train.outputs import read_json_lines, refuse_other_run
-from tfyard.train.report import Reporter
+from tfyard.train.rundir.checkpoint import Checkpoints
+from tfyard.train.rundir.directory import read_json_lines, refuse_other_run
+from tfyard.train.rundir.report import Reporter
 
 
 def poisoned(at_batch: int):

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.train.toy import BATCH, dataset_fn, toy_model, toy_trainer
-from tfyard.train.objectives import Classification
+from tfyard.train.task.objectives import Classification
 
 
 def test_train_runs_n_steps_and_returns_the_metrics():

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfyard.train.loop import StepConfig, Trainer
-from tfyard.train.objectives import Classification
+from tfyard.train.task.objectives import Classification
 
 BATCH = 8
 

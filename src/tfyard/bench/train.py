@@ -54,7 +54,7 @@ def prepare_member(options: TrainOptions):
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
     from tfyard.train.build import RunContext, prepare, start_strategy
-    from tfyard.train.task import make_task
+    from tfyard.train.task.task import make_task
 
     context = RunContext(options, plat, cluster, plan)
     strategy = start_strategy(context)

@@ -56,7 +56,7 @@ def _train(args) -> int:
 
 
 def _evaluate(args) -> int:
-    from tfyard.train.outputs import require_run
+    from tfyard.train.rundir.directory import require_run
 
     require_run(args.output_dir, args.export)  # before TensorFlow loads: a wrong dir is instant
     from tfyard.train.evaluate import evaluate_output
@@ -87,7 +87,7 @@ def _demo(args) -> int:
 
 
 def _plot(args) -> int:
-    from tfyard.train.plot import plot_run
+    from tfyard.train.rundir.plot import plot_run
 
     print(f"wrote {plot_run(args.output_dir)}")
     return 0

@@ -2,7 +2,7 @@
 
 A launcher sets TFYARD_JOB_ID once per launch (`job_env`); every member and every restart
 inherits it, so a restarted chief may take over the run directory's lease that its killed
-predecessor left (`tfyard.train.lease`), while an unrelated second run may not.
+predecessor left (`tfyard.train.rundir.lease`), while an unrelated second run may not.
 """
 
 from __future__ import annotations

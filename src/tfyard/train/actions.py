@@ -1,17 +1,30 @@
-"""The Controller's standard actions: checkpoint, metrics files, console, evaluation, export,
-profiler trace.
+"""The Controller's actions: checkpoint, metrics files, console, evaluation, export, profiler
+trace, and the two that stop a run: the divergence guard and preemption.
 
 `tfyard train` registers them in this order, so at a boundary the checkpoint is written
 before the evaluation that may be slow, and the evaluation is there for the reporters.
+
+`DivergenceGuard` runs after every chunk, before the checkpoint action. A non-finite
+training loss or gradient ends the run at the first step that produced it (`tfyard: error:
+training diverged at step N: loss nan; ...`, exit 2). With `--skip_nonfinite_steps N` the
+compiled step skips such updates instead (see `Trainer`), and the guard stops the run once N
+steps in a row were skipped. A skipped step leaves the weights and the optimizer as they
+were, but batch-norm statistics move in the forward pass (as under Keras'
+LossScaleOptimizer); `Checkpoints.save` refuses any non-finite state on its own, so the last
+finite checkpoint is never rotated away.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
-from tfyard.train.console import Console
+from tfyard.errors import PREEMPTED, UserError
 from tfyard.train.controller import Action, RunState
+from tfyard.train.rundir import preemption
+from tfyard.train.rundir.checkpoint import diverged
+from tfyard.train.rundir.console import Console
 
 log = logging.getLogger("tfyard")
 
@@ -146,3 +159,70 @@ class ProfileAction(Action):
             self.tracing = False
             log.info(f"tfyard: profiler trace of steps {self.first}-{self.last} in "
                      f"{self.logdir} (TensorBoard's Profile tab)")
+
+
+class DivergenceGuard(Action):
+    """Stops the run (UserError) at a non-finite loss, or after `max_skipped` steps in a row
+    were skipped for non-finite gradients (0: skipping is off)."""
+
+    def __init__(self, checkpoints, dtype: str = "float32", max_skipped: int = 0):
+        self.checkpoints = checkpoints
+        self.dtype = dtype
+        self.max_skipped = max_skipped
+        self.in_a_row = 0
+
+    def on_chunk_end(self, state: RunState) -> None:
+        metrics = state.metrics
+        loss, skipped = metrics["loss"], metrics.get("skipped_steps", 0)
+        nonfinite = metrics.get("nonfinite_steps", 0)
+        if nonfinite or (skipped < state.chunk_steps and not math.isfinite(loss)):
+            first = metrics.get("first_nonfinite_step", state.step - max(nonfinite, 1) + 1)
+            what = f"loss {loss}" if not math.isfinite(loss) else \
+                f"non-finite gradients (loss {loss:.4g})"
+            raise self._error(f"at step {first}: {what}")
+        if not self.max_skipped:
+            return
+        if skipped >= state.chunk_steps:
+            self.in_a_row += skipped
+        else:
+            self.in_a_row = metrics.get("skipped_in_a_row", 0)
+        if self.in_a_row >= self.max_skipped:
+            raise self._error(
+                f"by step {state.step}: the last {self.in_a_row} steps had a non-finite loss "
+                f"or gradients and were skipped (--skip_nonfinite_steps {self.max_skipped})")
+
+    def _error(self, what: str) -> UserError:
+        return diverged(what, self.dtype, self.checkpoints.latest())
+
+
+class PreemptionAction(Action):
+    """Stops the run after the chunk in which any member got SIGTERM, and saves there.
+
+    `checkpoints` is the run's `Checkpoints`; `synchronize()` averages replica-local state
+    (batch-norm statistics) as the Controller does before its boundary saves.
+    """
+
+    def __init__(self, strategy, checkpoints, synchronize: Callable[[], None],
+                 flag: Callable[[], bool] = preemption.requested):
+        self.checkpoints = checkpoints
+        self.synchronize = synchronize
+        self.flag = flag
+        self.agree = preemption.agreement(strategy)
+
+    def on_start(self, state: RunState) -> None:
+        preemption.running.set()
+
+    def close(self) -> None:
+        preemption.running.clear()
+
+    def on_chunk_end(self, state: RunState) -> None:
+        if not state.finished and self.agree(self.flag()):
+            state.request_stop(PREEMPTED)
+
+    def on_end(self, state: RunState) -> None:
+        if state.stop_reason != PREEMPTED:
+            return
+        saved = state.outputs.get("checkpoint") or ""
+        if not saved.endswith(f"ckpt-{state.step}"):  # not saved at a boundary this round
+            self.synchronize()
+            state.outputs["checkpoint"] = self.checkpoints.save(state.step)

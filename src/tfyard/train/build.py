@@ -23,8 +23,9 @@ from tfyard.train.host_memory import keep_freed_memory
 from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
-from tfyard.train.pretrained import start_from_weights
-from tfyard.train.task import Task
+from tfyard.train.rundir.checkpoint import machine_settings
+from tfyard.train.task.task import Task
+from tfyard.train.weights.pretrained import start_from_weights
 
 log = logging.getLogger("tfyard")
 
@@ -189,3 +190,27 @@ def synchronize_batch_norm(model) -> None:
         raise UserError(f"--sync_batch_norm: {model.name} has no batch-norm layers; drop the flag")
     for layer in layers:
         layer.synchronized = True
+
+
+def resume_settings(prepared: Prepared) -> dict | None:
+    """The settings that decide the bits of a step of a prepared run, recorded with every
+    checkpoint so that a resume with other values warns; None for parameter-server runs,
+    never bit-identical."""
+    context = prepared.context
+    options, cluster, plan = context.options, context.cluster, context.plan
+    if plan.strategy == "parameter_server":
+        return None
+    numbers = prepared.numbers
+    settings = {
+        "seed": options.seed, "strategy": plan.strategy, "replicas": prepared.replicas,
+        "members": max(cluster.num_workers, 1), "dtype": options.dtype,
+        "jit_compile": prepared.trainer.config.jit_compile, "global_batch": numbers.global_batch,
+        "data_threads": options.data_threads, **machine_settings()}
+    if numbers.lr_schedule == "cosine":  # the only schedule that depends on the run's length
+        settings["total_steps"] = numbers.total_steps
+    if prepared.trainer.executor.needs_statistics_sync(prepared.model):
+        # replicas average their batch-norm statistics at every boundary
+        everies = {numbers.steps_per_epoch, options.checkpoint_every_steps,
+                   prepared.eval_every_steps}
+        settings["sync_every"] = ",".join(str(n) for n in sorted(everies - {None}))
+    return settings

@@ -7,19 +7,17 @@ validation split, writes eval summaries under `<log_dir>/evaluator` and
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
 from tfyard.data.pipeline import split_name
 from tfyard.errors import UserError
-from tfyard.train import outputs
 from tfyard.train.build import dtype_policy
-from tfyard.train.checkpoint import restore_if_readable, restore_newest
-from tfyard.train.console import Console
 from tfyard.train.loop import evaluate_model
 from tfyard.train.options import TrainOptions
-from tfyard.train.report import Reporter
+from tfyard.train.rundir.checkpoint import restore_if_readable, restore_newest
+from tfyard.train.rundir.console import Console
+from tfyard.train.rundir.directory import RunDirectory, read_run, require_run
+from tfyard.train.rundir.report import Reporter
 
 
 def _evaluate(task, model, objective, batch_size: int, split: str = "validation") -> dict:
@@ -32,9 +30,9 @@ def _evaluate(task, model, objective, batch_size: int, split: str = "validation"
 
 def _chief_numbers(output_dir: str) -> dict:
     """The total steps, steps per epoch and batch the chief resolved, from its run.json."""
-    record = outputs.read_run(output_dir) or {}
+    record = read_run(output_dir) or {}
     if "total_steps" not in record:
-        raise UserError(f"{os.path.join(output_dir, outputs.RUN_FILE)} lacks the run's numbers; "
+        raise UserError(f"{RunDirectory(output_dir).run_file} lacks the run's numbers; "
                         "it was written by an older tfyard: rerun the chief first")
     return record
 
@@ -46,7 +44,7 @@ def run_sidecar(options: TrainOptions, plat, task) -> dict:
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     checkpoint = tf.train.Checkpoint(model=model, step=step)
     reporter = Reporter(plat.output_dir, plat.log_dir, name="evaluator")
-    directory = os.path.join(plat.output_dir, outputs.CHECKPOINTS)
+    directory = RunDirectory(plat.output_dir).checkpoints
     last, numbers, console = None, None, None
     try:
         for path in tf.train.checkpoints_iterator(directory, min_interval_secs=1,
@@ -76,7 +74,7 @@ def _require_importable_input(dataset: str) -> None:
     """A run trained on a Python input (a function or Dataset handed to `tfyard.fit`, not
     `MODULE:FUNCTION`) cannot be rebuilt here: say so instead of "unknown dataset"."""
     from tfyard.data.formats import DATASETS, canonical
-    from tfyard.train import usercode
+    from tfyard.train.task import usercode
 
     if canonical(dataset) not in DATASETS and not usercode.is_reference(dataset):
         raise UserError(f"this run trained on {dataset!r}, an input handed to tfyard.fit "
@@ -113,12 +111,12 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
                     data_dir: str | None = None) -> dict:
     """`tfyard evaluate`: the latest checkpoint (or the export) of a finished or running run."""
     from tfyard import platform as platform_contract
-    from tfyard.train.task import make_task
+    from tfyard.train.task.task import make_task
 
-    outputs.require_run(output_dir, use_export)
-    record = outputs.read_run(output_dir)
+    require_run(output_dir, use_export)
+    record = read_run(output_dir)
     if record is None:
-        raise UserError(f"{os.path.join(output_dir, outputs.RUN_FILE)} is unreadable; point "
+        raise UserError(f"{RunDirectory(output_dir).run_file} is unreadable; point "
                         "--output_dir at a directory written by `tfyard train`")
     options = TrainOptions.from_dict(record)
     _require_importable_input(options.dataset)
@@ -132,13 +130,13 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
     if use_export:
         import keras
 
-        path = os.path.join(output_dir, outputs.EXPORTED_MODEL)
+        path = RunDirectory(output_dir).exported_model
         model.set_weights(keras.models.load_model(path, compile=False).get_weights())
         source = path
     else:
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
         source = restore_newest(tf.train.Checkpoint(model=model, step=step),
-                                os.path.join(output_dir, outputs.CHECKPOINTS),
+                                RunDirectory(output_dir).checkpoints,
                                 lambda status: status.expect_partial())
     metrics = _evaluate(task, model, objective, 64, split)
     return {"source": source, "split": split, **metrics}

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import fields
 
 from tfyard.errors import UserError
-from tfyard.train import usercode
 from tfyard.train.options import TrainOptions
+from tfyard.train.task import usercode
 
 
 def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
@@ -31,8 +31,8 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
         batch_size, seed, jit_compile, dtype, ...).
     """
     from tfyard.quiet import drop_python_noise
-    from tfyard.train.console import configure_console
     from tfyard.train.job import train
+    from tfyard.train.rundir.console import configure_console
 
     known = {f.name for f in fields(TrainOptions)}
     unknown = sorted(set(options) - known)

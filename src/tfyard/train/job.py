@@ -19,11 +19,12 @@ from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
-from tfyard.errors import UserError
-from tfyard.train import outputs
-from tfyard.train.console import configure_console
-from tfyard.train.lease import LEASE_FILE, take_lease
+from tfyard.errors import PREEMPTED, UserError
 from tfyard.train.options import TrainOptions, parse_train_args
+from tfyard.train.rundir.console import configure_console
+from tfyard.train.rundir.directory import RunDirectory, read_run, refuse_other_run
+from tfyard.train.rundir.disk import files_for
+from tfyard.train.rundir.lease import take_lease
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
     from tfyard.train.build import Prepared
@@ -58,7 +59,7 @@ def made_dirs(*paths: str):
     still empty, so a start refused in one line (a wrong --data_dir) leaves nothing behind."""
     created = []
     for path in paths:
-        while not platform_contract.is_remote(path) and not os.path.exists(path) \
+        while not files_for(path).remote and not files_for(path).exists(path) \
                 and path not in created:
             created.append(path)
             path = os.path.dirname(path)
@@ -69,7 +70,7 @@ def made_dirs(*paths: str):
     except BaseException:
         for path in sorted(created, key=len, reverse=True):   # the deepest first
             with contextlib.suppress(OSError):   # not empty: the run wrote there
-                os.rmdir(path)
+                files_for(path).rmdir(path)
         raise
 
 
@@ -79,25 +80,24 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
     heartbeat.start_from_env()  # the launcher watches for frozen members
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
+        run = RunDirectory(plat.output_dir)
         status = strategies.serve(cluster, startup_timeout=options.startup_timeout,
-                                  chief_files=tuple(os.path.join(plat.output_dir, name)
-                                                    for name in (LEASE_FILE, outputs.RUN_FILE,
-                                                                 outputs.SUMMARY)))
+                                  chief_files=(run.lease, run.run_file, run.summary))
         if status:
             raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
         return None
     with take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
-        from tfyard.train.task import make_task
+        from tfyard.train.task.task import make_task
 
         if plan.behaviour == "evaluate":
             from tfyard.train.evaluate import run_sidecar
 
             task = make_task(options, plat, model, data, eval_data, num_classes,
                              class_names=class_names)
-            outputs.refuse_other_run(plat.output_dir, **task.identity())
+            refuse_other_run(plat.output_dir, **task.identity())
             return run_sidecar(options, plat, task)
-        from tfyard.train import preemption
         from tfyard.train.build import RunContext, prepare, start_strategy
+        from tfyard.train.rundir import preemption
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
@@ -105,7 +105,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         strategy = start_strategy(context)   # before the task probes the user's input
         task = make_task(options, plat, model, data, eval_data, num_classes, strategy,
                          class_names)
-        outputs.refuse_other_run(plat.output_dir, **task.identity())
+        refuse_other_run(plat.output_dir, **task.identity())
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
         controller, restored = _controller(prepared, watchdog)
@@ -114,7 +114,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
                 peer_loss(cluster, plan.strategy, lambda: controller.state.step):
             state = controller.run()
         summary = _finish(prepared, state)
-        if state.stop_reason == preemption.PREEMPTED:
+        if state.stop_reason == PREEMPTED:
             strategies.end_together()  # all-reduce members stopped at the same step
             preemption.exit_preempted(state.step)
         return summary
@@ -123,21 +123,19 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
 def _controller(prepared: Prepared, watchdog: StartupWatchdog):
     """The Controller with this process's actions; the checkpoint is restored first."""
     from tfyard.train import actions
-    from tfyard.train.console import Console
     from tfyard.train.controller import Controller
-    from tfyard.train.export import export_model
-    from tfyard.train.guards import DivergenceGuard
-    from tfyard.train.preemption import PreemptionAction
-    from tfyard.train.report import Reporter
+    from tfyard.train.rundir.console import Console
+    from tfyard.train.rundir.export import export_model
+    from tfyard.train.rundir.report import Reporter
 
     context, numbers, trainer = prepared.context, prepared.numbers, prepared.trainer
     options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
     writes = cluster.is_coordinator
     checkpoints, restored = _restore(prepared)
     todo = [actions.OnFirstChunk(watchdog.stop),
-            DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
+            actions.DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
-            PreemptionAction(prepared.strategy, checkpoints, trainer.synchronize)]
+            actions.PreemptionAction(prepared.strategy, checkpoints, trainer.synchronize)]
     if options.record_example_ids:
         todo.append(_example_id_log(plat, cluster, trainer))
     if prepared.evaluate and (writes or plan.strategy == "multi_worker_mirrored"):
@@ -152,7 +150,7 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog):
     if writes and options.export:
         todo.append(actions.ExportAction(lambda: export_model(
             prepared.model, prepared.task, trainer.config.objective, prepared.policy,
-            os.path.join(plat.output_dir, outputs.EXPORT))))
+            RunDirectory(plat.output_dir).export)))
     return Controller(trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
 
 
@@ -160,21 +158,21 @@ def _restore(prepared: Prepared):
     """Checkpoints (model, optimizer, step and the Keras seed states, and the settings every
     save records beside them), the newest restored; a resume with other settings warns in
     one line."""
-    from tfyard.train.checkpoint import (
+    from tfyard.train.build import resume_settings
+    from tfyard.train.rundir.checkpoint import (
         Checkpoints,
         read_settings,
-        resume_settings,
         seed_states,
         settings_difference,
     )
-    from tfyard.train.pretrained import kept_on_resume
-    from tfyard.train.report import write_json_atomic
+    from tfyard.train.rundir.report import write_json_atomic
+    from tfyard.train.weights.pretrained import kept_on_resume
 
-    options, plat = prepared.context.options, prepared.context.plat
+    options, run = prepared.context.options, RunDirectory(prepared.context.plat.output_dir)
     writes = prepared.context.cluster.is_coordinator
     seeds = seed_states(prepared.model)
     settings = resume_settings(prepared)
-    checkpoints = Checkpoints(os.path.join(plat.output_dir, outputs.CHECKPOINTS), writes,
+    checkpoints = Checkpoints(run.checkpoints, writes,
                               options.keep_checkpoints, settings=settings, model=prepared.model,
                               optimizer=prepared.optimizer, step=prepared.trainer.step,
                               **({"seeds": seeds} if seeds else {}))
@@ -182,8 +180,8 @@ def _restore(prepared: Prepared):
     if writes:
         record = run_record(prepared)
         if restored:
-            record = kept_on_resume(record, outputs.read_run(plat.output_dir))
-        write_json_atomic(os.path.join(plat.output_dir, outputs.RUN_FILE), record)
+            record = kept_on_resume(record, read_run(run.root))
+        write_json_atomic(run.run_file, record)
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
         if difference:
@@ -246,8 +244,7 @@ def _announce(prepared: Prepared, restored: str | None, start: int) -> None:
 
 def _finish(prepared: Prepared, state: RunState) -> dict:
     """The summary: every member's into work_dir/members, the chief's into summary.json."""
-    from tfyard.train.preemption import PREEMPTED
-    from tfyard.train.report import write_json_atomic
+    from tfyard.train.rundir.report import write_json_atomic
 
     context, numbers = prepared.context, prepared.numbers
     options, plat, cluster = context.options, context.plat, context.cluster
@@ -278,7 +275,7 @@ def _finish(prepared: Prepared, state: RunState) -> dict:
             options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir))
         log.info(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
                  "training record(s) (`tfyard data inspect --verify` lists them)")
-    write_json_atomic(os.path.join(plat.output_dir, outputs.SUMMARY), summary)
+    write_json_atomic(RunDirectory(plat.output_dir).summary, summary)
     if state.stop_reason == PREEMPTED:
         return summary  # exit_preempted says so
     log.info(f"tfyard: done at step {state.step}; "

@@ -18,9 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfyard import compat
-from tfyard.train import preemption
-from tfyard.train.objectives import COUNT, LOSS, Objective
 from tfyard.train.optim import decayed_variables
+from tfyard.train.rundir import preemption
+from tfyard.train.task.objectives import COUNT, LOSS, Objective
 
 
 @dataclass(frozen=True)

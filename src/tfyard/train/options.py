@@ -20,7 +20,7 @@ from tfyard.distribute.strategy import STRATEGIES
 from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
 from tfyard.flags import Parser
-from tfyard.train import usercode
+from tfyard.train.task import usercode
 
 
 @dataclass(frozen=True)

@@ -75,10 +75,10 @@ if plan.behaviour == "evaluate":
     sys.exit(0)
 
 from tfyard.train.actions import CheckpointAction  # noqa: E402
-from tfyard.train.checkpoint import Checkpoints  # noqa: E402
 from tfyard.train.controller import Callback, Controller  # noqa: E402
 from tfyard.train.loop import StepConfig, Trainer  # noqa: E402
-from tfyard.train.objectives import Classification  # noqa: E402
+from tfyard.train.rundir.checkpoint import Checkpoints  # noqa: E402
+from tfyard.train.task.objectives import Classification  # noqa: E402
 
 strategy = strategies.create_strategy(plan, cluster, num_gpus=0)
 with strategy.scope():

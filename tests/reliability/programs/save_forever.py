@@ -5,7 +5,7 @@ import sys
 
 import tensorflow as tf
 
-from tfyard.train.checkpoint import Checkpoints
+from tfyard.train.rundir.checkpoint import Checkpoints
 
 directory = sys.argv[1]
 values = tf.Variable(tf.zeros([4_000_000]))

@@ -22,8 +22,8 @@ from tfyard import compat
 from tfyard.errors import UserError, plain_op_error
 from tfyard.models import create_model, get_spec
 from tfyard.models.factory import scoped_dtype_policy
-from tfyard.train import usercode
-from tfyard.train.objectives import Classification, Compiled
+from tfyard.train.task import usercode
+from tfyard.train.task.objectives import Classification, Compiled
 
 
 class RegistryModel:
@@ -194,7 +194,7 @@ def make_task(options, plat, model=None, data=None, eval_data=None,
     `options.dataset`), with `eval_data` like `data` for a user's input. A user's input is
     probed with the InputContext `strategy` will hand it (default: one replica).
     `class_names` name the classes by id (default: the data's names, else the ids)."""
-    from tfyard.train.inputs import FunctionInput, RegistryInput
+    from tfyard.train.task.inputs import FunctionInput, RegistryInput
 
     model = options.model if model is None else model
     if callable(model) or usercode.is_reference(model):

@@ -30,8 +30,8 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras
 from tfyard import compat
 from tfyard.train.loop import evaluate_model
-from tfyard.train.objectives import Classification, Compiled
-from tfyard.train.task import compiled_loss
+from tfyard.train.task.objectives import Classification, Compiled
+from tfyard.train.task.task import compiled_loss
 
 def build():
     keras.utils.set_random_seed(1)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfyard.errors import UserError, plain_op_error
-from tfyard.train import outputs
+from tfyard.train.rundir.directory import CHECKPOINTS, RunDirectory, checkpoint_paths
 
 FLAG = "--init_checkpoint"
 FORMS = ("a run directory, a checkpoint prefix (out/checkpoints/ckpt-200), a .keras file, "
@@ -80,12 +80,12 @@ def open_source(given: str) -> Iterator[Source]:
 
 def _newest_checkpoint(given: str, path: str) -> str:
     """A run directory's newest checkpoint, or a checkpoint directory's."""
-    run_checkpoints = os.path.join(path, outputs.CHECKPOINTS)
+    run_checkpoints = RunDirectory(path).checkpoints
     directory = run_checkpoints if os.path.isdir(run_checkpoints) else path
-    found = outputs.checkpoint_paths(directory)
+    found = checkpoint_paths(directory)
     if not found:
         raise UserError(f"{FLAG} {given}: no checkpoint in this directory (a finished or "
-                        f"interrupted run has them in {outputs.CHECKPOINTS}/); give {FORMS}")
+                        f"interrupted run has them in {CHECKPOINTS}/); give {FORMS}")
     return found[0]
 
 

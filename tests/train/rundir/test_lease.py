@@ -13,7 +13,8 @@ import pytest
 from tfyard.distribute.cluster import parse_tf_config
 from tfyard.distribute.jobid import JOB_ENV
 from tfyard.errors import UserError
-from tfyard.train.lease import LEASE_FILE, TIMEOUT_ENV, take_lease
+from tfyard.train.rundir.directory import LEASE as LEASE_FILE
+from tfyard.train.rundir.lease import TIMEOUT_ENV, take_lease
 
 SINGLE = parse_tf_config(None)
 

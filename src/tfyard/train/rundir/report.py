@@ -1,6 +1,6 @@
 """What a run records: metrics.jsonl and TensorBoard scalars (the chief only), summary files.
 
-Console lines are `tfyard.train.console`.
+Console lines are `tfyard.train.rundir.console`.
 """
 
 from __future__ import annotations
@@ -12,28 +12,15 @@ import time
 import tensorflow as tf
 
 from tfyard.errors import disk_error
-from tfyard.replace import replacing_file
+from tfyard.train.rundir.disk import files_for
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
-    """Write JSON whole (`tfyard.replace`), so readers never see half a file."""
+    """Write JSON whole (`disk.LocalFiles.write_text`), so readers never see half a file."""
     try:
-        with replacing_file(path) as handle:
-            handle.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        files_for(path).write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
     except (tf.errors.OpError, OSError) as exc:
         raise disk_error(exc, f"write {path}") or exc from None
-
-
-def _ends_torn(path: str) -> bool:
-    """Whether `path` exists and its last line has no newline (a write cut short)."""
-    if not tf.io.gfile.exists(path):
-        return False
-    size = tf.io.gfile.stat(path).length
-    if size == 0:
-        return False
-    with tf.io.gfile.GFile(path, "rb") as handle:
-        handle.seek(size - 1)
-        return handle.read(1) != b"\n"
 
 
 class Reporter:
@@ -41,8 +28,9 @@ class Reporter:
 
     def __init__(self, output_dir: str, log_dir: str, name: str = "metrics"):
         path = os.path.join(output_dir, f"{name}.jsonl")
-        torn = _ends_torn(path)
-        self._jsonl = tf.io.gfile.GFile(path, "a")
+        files = files_for(path)
+        torn = files.ends_torn(path)
+        self._jsonl = files.append(path)
         if torn:  # a record cut short by a kill: the next one starts on a fresh line
             self._jsonl.write("\n")
         # The chief logs to logs/train and logs/eval; a side-car to logs/<name>.

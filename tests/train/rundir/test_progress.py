@@ -20,9 +20,9 @@ from tests.train.conftest import read_jsonl
 from tests.train.toy import BATCH, dataset_fn, toy_trainer
 from tfyard.cli import main
 from tfyard.train.actions import ConsoleAction, MetricsAction
-from tfyard.train.console import Console
 from tfyard.train.controller import Callback, Controller
-from tfyard.train.report import Reporter
+from tfyard.train.rundir.console import Console
+from tfyard.train.rundir.report import Reporter
 
 # 11 steps per epoch at batch 128 on digits: 14 steps are two epochs, each evaluated.
 RUN = ["--model", "cifar_resnet8", "--dataset", "digits", "--image_size", "16",

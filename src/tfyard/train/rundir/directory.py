@@ -1,6 +1,9 @@
-"""The layout of a run's `output_dir`, the checks `tfyard evaluate` and a rerun can make
-before TensorFlow is imported (so a wrong directory answers in one line, at once), and the
-one tolerant reader of the run files.
+"""The layout of a run's `output_dir`, the upper half of its one seam: every file a run reads or
+writes (run.json, metrics.jsonl, summary.json, checkpoints, the lease, the export, curves.png)
+is named by `RunDirectory` and read or written through its `files` (`disk.files_for`, the
+lower half). Also the checks `tfyard evaluate` and a rerun make before TensorFlow is imported
+(so a wrong directory answers in one line, at once), and the one tolerant reader of the run
+files.
 
 A process killed mid-write can leave a torn last line in `metrics.jsonl`; readers skip an
 unparseable line with one warning, and `Reporter` starts its next record on a fresh line.
@@ -13,12 +16,10 @@ import json
 import logging
 import os
 import re
-import shutil
 
 from tfyard.data.formats import canonical
 from tfyard.errors import UserError, plain_op_error
-from tfyard.platform import is_remote
-from tfyard.replace import recover_all
+from tfyard.train.rundir.disk import files_for
 
 RUN_FILE = "run.json"
 SUMMARY = "summary.json"
@@ -26,6 +27,8 @@ CHECKPOINTS = "checkpoints"
 EXPORT = "export"
 EXPORTED_MODEL = os.path.join(EXPORT, "model.keras")
 METRICS = "metrics.jsonl"
+CURVES = "curves.png"
+LEASE = ".tfyard-lease"
 
 log = logging.getLogger("tfyard")
 
@@ -35,6 +38,50 @@ log = logging.getLogger("tfyard")
 # `export.old`.
 TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT + ".tmp",
                EXPORT + ".old")
+
+
+class RunDirectory:
+    """One run's `output_dir`: where each of its files lives, and (`files`) the operations
+    on them for the store it is on."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.files = files_for(root)
+
+    def path(self, *names: str) -> str:
+        return os.path.join(self.root, *names)
+
+    @property
+    def run_file(self) -> str:
+        return self.path(RUN_FILE)
+
+    @property
+    def summary(self) -> str:
+        return self.path(SUMMARY)
+
+    @property
+    def metrics(self) -> str:
+        return self.path(METRICS)
+
+    @property
+    def checkpoints(self) -> str:
+        return self.path(CHECKPOINTS)
+
+    @property
+    def export(self) -> str:
+        return self.path(EXPORT)
+
+    @property
+    def exported_model(self) -> str:
+        return self.path(EXPORTED_MODEL)
+
+    @property
+    def curves(self) -> str:
+        return self.path(CURVES)
+
+    @property
+    def lease(self) -> str:
+        return self.path(LEASE)
 
 
 def checkpoint_paths(directory: str) -> list[str]:
@@ -54,7 +101,7 @@ def checkpoint_paths(directory: str) -> list[str]:
             paths.remove(state.model_checkpoint_path)
         paths.append(state.model_checkpoint_path)
         return list(reversed(paths))   # TensorFlow has joined relative ones to `directory`
-    found = tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index"))
+    found = files_for(directory).glob(os.path.join(directory, "ckpt-*.index"))
     number = re.compile(r"ckpt-(\d+)\.index$")
     found = [path for path in found if number.search(path)]
     found.sort(key=lambda path: int(number.search(path).group(1)), reverse=True)
@@ -64,35 +111,23 @@ def checkpoint_paths(directory: str) -> list[str]:
 def remove_temporaries(output_dir: str) -> None:
     """Remove what unfinished writes left in a local `output_dir`; only its lease holder may
     call this (nothing else writes there)."""
-    if is_remote(output_dir):
+    files = files_for(output_dir)
+    if files.remote:
         return
-    recover_all(output_dir)
+    files.recover(output_dir)
     old, export = os.path.join(output_dir, EXPORT + ".old"), os.path.join(output_dir, EXPORT)
-    if os.path.isdir(old) and not os.path.exists(export):   # killed between its two renames
-        os.rename(old, export)
+    if files.isdir(old) and not files.exists(export):   # killed between its two renames
+        files.rename(old, export)
     for pattern in TEMPORARIES:
-        for path in glob.glob(os.path.join(glob.escape(output_dir), pattern)):
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.remove(path)
-
-
-def _read_text(path: str) -> str:
-    if is_remote(path):
-        import tensorflow as tf
-
-        with tf.io.gfile.GFile(path) as handle:
-            return handle.read()
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        return handle.read()
+        for path in files.glob(os.path.join(glob.escape(output_dir), pattern)):
+            files.remove(path)
 
 
 def read_json_lines(path: str) -> list[dict]:
     """The JSON objects of a JSON-lines file (`metrics.jsonl`); lines that do not parse (torn
     by a kill) are skipped with one warning. A whole JSON file reads as one object."""
     records, torn = [], []
-    text = _read_text(path)
+    text = files_for(path).read_text(path)
     try:
         whole = json.loads(text)
         return [whole] if isinstance(whole, dict) else []
@@ -118,18 +153,10 @@ def read_json_lines(path: str) -> list[dict]:
 def read_run(output_dir: str) -> dict | None:
     """run.json of `output_dir`: None if there is none, or if it cannot be read (a warning)."""
     path = os.path.join(output_dir, RUN_FILE)
-    if not _exists(path):
+    if not files_for(path).exists(path):
         return None
     records = read_json_lines(path)
     return records[-1] if records else None
-
-
-def _exists(path: str) -> bool:
-    if is_remote(path):
-        import tensorflow as tf
-
-        return tf.io.gfile.exists(path)
-    return os.path.exists(path)
 
 
 def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int) -> None:
@@ -158,13 +185,14 @@ def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int
 def require_run(output_dir: str, use_export: bool = False) -> None:
     """Refuse a directory that has no run.json, or nothing to evaluate yet. A local one is
     checked before TensorFlow loads; a remote one (gs://, hdfs://) through its file system."""
-    run_file = os.path.join(output_dir, RUN_FILE)
-    if not _exists(run_file):
+    run, exists = RunDirectory(output_dir), files_for(output_dir).exists
+    run_file = run.run_file
+    if not exists(run_file):
         raise UserError(f"{run_file} not found; point --output_dir at a directory written by "
                         "`tfyard train`")
-    if use_export and not _exists(os.path.join(output_dir, EXPORTED_MODEL)):
-        raise UserError(f"{os.path.join(output_dir, EXPORTED_MODEL)} not found; the run has not "
+    if use_export and not exists(run.exported_model):
+        raise UserError(f"{run.exported_model} not found; the run has not "
                         "exported yet (drop --export)")
-    if not use_export and not _exists(os.path.join(output_dir, CHECKPOINTS, "checkpoint")):
+    if not use_export and not exists(run.path(CHECKPOINTS, "checkpoint")):
         raise UserError(f"no checkpoint in {output_dir}/{CHECKPOINTS} yet; train first or "
                         "use --export")

@@ -28,13 +28,13 @@ import uuid
 
 from tfyard.distribute import jobid
 from tfyard.errors import UserError
-from tfyard.platform import is_remote
-from tfyard.replace import check_writable, replacing_file
-from tfyard.train.outputs import remove_temporaries
+from tfyard.replace import check_writable
+from tfyard.train.rundir.directory import RunDirectory, remove_temporaries
+from tfyard.train.rundir.disk import LocalFiles
 
 log = logging.getLogger("tfyard")
+files = LocalFiles()  # a lease needs an atomic link; `take_lease` holds none elsewhere
 
-LEASE_FILE = ".tfyard-lease"
 TIMEOUT_ENV = "TFYARD_LEASE_TIMEOUT"
 TIMEOUT_S = 60.0
 RENEW_S = 5.0
@@ -65,9 +65,8 @@ def _timeout() -> float:
 def read(path: str) -> dict | None:
     """The lease at `path` with its age in seconds, or None when there is none."""
     try:
-        with open(path) as handle:
-            holder = json.load(handle)
-        holder["age"] = max(0.0, time.time() - os.stat(path).st_mtime)
+        holder = json.loads(files.read_text(path))
+        holder["age"] = files.age(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
@@ -121,7 +120,7 @@ class Lease:
                     log.warning(f"tfyard: warning: lost the lease on {self.path} to another "
                                 "run (this one was silent too long); its files may mix")
                     return
-                os.utime(self.path)
+                files.touch(self.path)
             except OSError:
                 pass  # a full or flaky disk: the next renewal tries again
 
@@ -130,7 +129,7 @@ class Lease:
         try:
             if self.ours():
                 remove_temporaries(os.path.dirname(self.path))  # of a failed write
-                os.unlink(self.path)
+                files.remove(self.path)
         except OSError:
             pass
 
@@ -154,8 +153,7 @@ class _NoLease:
 def _create(path: str, me: dict) -> bool:
     """Create the lease whole, atomically; False if one exists."""
     try:
-        with replacing_file(path, exclusive=True) as handle:
-            json.dump(me, handle)
+        files.write_text(path, json.dumps(me), exclusive=True)
         return True
     except FileExistsError:
         return False
@@ -165,26 +163,26 @@ def _break(path: str, holder: dict) -> None:
     """Move the stale lease aside; put it back if it changed hands meanwhile."""
     aside = f"{path}.stale-{uuid.uuid4().hex}"
     try:
-        os.rename(path, aside)
+        files.rename(path, aside)
     except FileNotFoundError:
         return
     moved = read(aside) or {}
     if moved.get("token") != holder.get("token"):
         try:
-            os.link(aside, path)  # someone else's fresh lease: back it goes
+            files.link(aside, path)  # someone else's fresh lease: back it goes
         except FileExistsError:
             pass
-    os.unlink(aside)
+    files.remove(aside)
 
 
 def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
     """The lease on `output_dir` for this process if it writes the run's files (the chief or
     the single process); a UserError naming the live holder otherwise. Use as a context
     manager around everything the run writes."""
-    if not cluster.is_coordinator or is_remote(output_dir):
+    if not cluster.is_coordinator or RunDirectory(output_dir).files.remote:
         return _NoLease()
     check_writable(output_dir, "--output_dir", "into")
-    path = os.path.join(output_dir, LEASE_FILE)
+    path = RunDirectory(output_dir).lease
     me = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
           "started": time.time(), "job": jobid.current(),
           "token": uuid.uuid4().hex}
@@ -197,7 +195,7 @@ def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
             if why != "this process" and "job" not in why:
                 log.info(f"tfyard: took over the lease on {output_dir} ({why})")
             _break(path, holder)
-        os.makedirs(output_dir, exist_ok=True)
+        files.makedirs(output_dir)
         if _create(path, me):
             return Lease(path, me)
     raise UserError(f"{output_dir} is being claimed by several runs at once; start one")

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 
 from tfyard import compat
 from tfyard.errors import UserError
-from tfyard.train import freezing, outputs
-from tfyard.train.task import output_width
-from tfyard.train.weight_files import FLAG, Source, open_source
+from tfyard.train.rundir.directory import RunDirectory, checkpoint_paths, read_run
+from tfyard.train.task.task import output_width
+from tfyard.train.weights import freezing
+from tfyard.train.weights.weight_files import FLAG, Source, open_source
 
 log = logging.getLogger("tfyard")
 SHOWN = 3   # weights named in an error or report line
@@ -56,8 +57,8 @@ def start_from_weights(model, options, input_shape, output_dir: str,
     width = output_width(model, input_shape)
     head = freezing.head_layer(model, width)
     record, words = None, []
-    if options.init_checkpoint and outputs.checkpoint_paths(os.path.join(output_dir,
-                                                                 outputs.CHECKPOINTS)):
+    if options.init_checkpoint and checkpoint_paths(
+            RunDirectory(output_dir).checkpoints):
         record = _resumed(options.init_checkpoint, output_dir, coordinator)
     elif options.init_checkpoint:
         record, line = initialize(model, options, head)
@@ -78,7 +79,7 @@ def start_from_weights(model, options, input_shape, output_dir: str,
 
 def _resumed(given: str, output_dir: str, coordinator: bool) -> dict | None:
     """A resume: the checkpoint wins; say so, and warn when another source is named."""
-    before = outputs.read_run(output_dir) or {}
+    before = read_run(output_dir) or {}
     earlier = before.get("init_checkpoint")
     if coordinator and earlier and os.path.abspath(earlier) != os.path.abspath(given):
         log.warning(f"tfyard: warning: {FLAG} {given} differs from the {earlier} this run "

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tfyard.errors import UserError, plain_op_error
 from tfyard.predict.signature import serving_endpoints
-from tfyard.replace import replacing_directory
+from tfyard.train.rundir.disk import files_for
 
 log = logging.getLogger("tfyard")
 CLASS_NAMES = "class_names.txt"   # beside model.keras: one class name a line, by class id
@@ -53,8 +53,9 @@ def export_model(model, task, objective, dtype_policy: str | None,
     """Write the three formats; returns {format: path} for those that were written."""
     plain = task.build_model(dtype_policy)   # outside the strategy: plain variables
     plain.set_weights([tf.convert_to_tensor(w) for w in model.get_weights()])
-    with replacing_directory(export_dir) as tmp:   # the previous export/ kept until then
-        tf.io.gfile.makedirs(tmp)
+    files = files_for(export_dir)
+    with files.replacing_directory(export_dir) as tmp:   # the previous export/ kept until then
+        files.makedirs(tmp)
         written = _write_formats(plain, task, objective, tmp)
     return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
 
@@ -78,15 +79,16 @@ def _write_formats(plain, task, objective, tmp: str) -> dict[str, str]:
                         "the checkpoints keep the trained weights: fix the model and rerun "
                         "with the same output dir to export, or pass --no_export") from None
     written["saved_model"] = "saved_model"
-    with tf.io.gfile.GFile(os.path.join(tmp, CLASS_NAMES), "w") as names:  # for model.keras
-        names.write("".join(f"{name}\n" for name in task.class_names))
+    files = files_for(tmp)
+    files.write_text(os.path.join(tmp, CLASS_NAMES),   # for model.keras
+                     "".join(f"{name}\n" for name in task.class_names))
     for kind, name in (("keras", "model.keras"), ("h5", "model.h5")):
         path = os.path.join(tmp, name)
         try:   # a subclassed model without get_config, or h5's limits: serving still works
             plain.save(path)
             written[kind] = name
         except (ValueError, NotImplementedError, TypeError) as exc:
-            if tf.io.gfile.exists(path):
-                tf.io.gfile.remove(path)
+            if files.exists(path):
+                files.remove(path)
             log.warning(f"tfyard: {name} not written: {plain_op_error(exc)[:160]}")
     return written

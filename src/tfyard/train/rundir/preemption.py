@@ -4,11 +4,12 @@ Ctrl-C (SIGINT) does the same and exits 130, and a second Ctrl-C ends the proces
 Schedulers (Kubernetes, Spark, `tfyard launch local`) send SIGTERM, then SIGKILL after a
 grace period. `install()` replaces the default action (die at once, losing up to one
 checkpoint interval) with a handler that only sets a flag; Python runs it between
-bytecodes, so a compiled chunk always finishes first. `PreemptionAction` reads the flag at
-every chunk end (SIGINT sets it too: a user's Ctrl-C should not cost the steps since the last
-checkpoint). A second Ctrl-C means "now": a watcher thread reads the signal from the wakeup fd
-(so it acts even while the main thread is inside a save) and exits 130 without saving; the
-save in flight only ever wrote `ckpt-N_temp`, so the previous checkpoint stays the latest.
+bytecodes, so a compiled chunk always finishes first. `PreemptionAction`
+(`tfyard.train.actions`) reads the flag at every chunk end (SIGINT sets it too: a user's
+Ctrl-C should not cost the steps since the last checkpoint). A second Ctrl-C means "now":
+a watcher thread reads the signal from the wakeup fd (so it acts even while the main thread
+is inside a save) and exits 130 without saving; the save in flight only ever wrote
+`ckpt-N_temp`, so the previous checkpoint stays the latest.
 It reads the flag at every chunk end:
 
 - all-reduce members (MultiWorkerMirrored) add their flags with one scalar all-reduce, so
@@ -30,19 +31,19 @@ import signal
 import threading
 from collections.abc import Callable
 
-from tfyard.errors import PREEMPTED, PREEMPTED_EXIT_CODE
-from tfyard.train.controller import Action, RunState
+from tfyard.errors import PREEMPTED_EXIT_CODE
 
 log = logging.getLogger("tfyard")
 
 _flag = threading.Event()
 _first: list[int] = []  # the signal that set the flag: it decides the exit code
 _wakeup: list[int] = []  # the read end of the wakeup pipe, once the watcher runs
-_running = threading.Event()  # steps are running: Ctrl-C saves (else KeyboardInterrupt)
+# Steps are running: Ctrl-C saves (else KeyboardInterrupt); set by `PreemptionAction`.
+running = threading.Event()
 
 
 def _request(signum: int, frame=None) -> None:
-    if signum == signal.SIGINT and not _running.is_set() and not _flag.is_set():
+    if signum == signal.SIGINT and not running.is_set() and not _flag.is_set():
         signal.default_int_handler(signum, frame)  # nothing trained to save (or a notebook)
     if not _first:
         _first.append(signum)
@@ -72,7 +73,7 @@ def _second_interrupt(read_end: int) -> None:
         if not received:
             return
         # counted while steps run, and after them while the stop they asked for goes on
-        counting = _running.is_set() or _flag.is_set()
+        counting = running.is_set() or _flag.is_set()
         interrupts += received.count(signal.SIGINT) if counting else 0
         if interrupts >= 2:
             os.write(2, b"tfyard: interrupted again; stopped without saving (the previous "
@@ -104,39 +105,6 @@ def agreement(strategy) -> Callable[[bool], bool]:
         return strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None)
 
     return lambda local: float(total(tf.constant(1.0 if local else 0.0))) > 0
-
-
-class PreemptionAction(Action):
-    """Stops the run after the chunk in which any member got SIGTERM, and saves there.
-
-    `checkpoints` is the run's `Checkpoints`; `synchronize()` averages replica-local state
-    (batch-norm statistics) as the Controller does before its boundary saves.
-    """
-
-    def __init__(self, strategy, checkpoints, synchronize: Callable[[], None],
-                 flag: Callable[[], bool] = requested):
-        self.checkpoints = checkpoints
-        self.synchronize = synchronize
-        self.flag = flag
-        self.agree = agreement(strategy)
-
-    def on_start(self, state: RunState) -> None:
-        _running.set()
-
-    def close(self) -> None:
-        _running.clear()
-
-    def on_chunk_end(self, state: RunState) -> None:
-        if not state.finished and self.agree(self.flag()):
-            state.request_stop(PREEMPTED)
-
-    def on_end(self, state: RunState) -> None:
-        if state.stop_reason != PREEMPTED:
-            return
-        saved = state.outputs.get("checkpoint") or ""
-        if not saved.endswith(f"ckpt-{state.step}"):  # not saved at a boundary this round
-            self.synchronize()
-            state.outputs["checkpoint"] = self.checkpoints.save(state.step)
 
 
 def exit_preempted(step: int) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tfyard.data import build_dataset, checked, dataset_info
 from tfyard.errors import UserError
-from tfyard.train import usercode
+from tfyard.train.task import usercode
 
 
 def model_input_shape(image_shape, image_size: int | None) -> tuple[int, int, int]:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
-
 from tfyard.errors import UserError
-from tfyard.train import outputs
-from tfyard.train.console import objective_figures
+from tfyard.train.rundir.console import objective_figures
+from tfyard.train.rundir.directory import RunDirectory, read_json_lines
+from tfyard.train.rundir.disk import files_for
 
 
 def read_metrics(output_dir: str) -> list[dict]:
-    path = os.path.join(output_dir, outputs.METRICS)
-    if not os.path.exists(path):
+    path = RunDirectory(output_dir).metrics
+    if not files_for(path).exists(path):
         raise UserError(f"{path} not found; point --output_dir at a directory written by "
                         "`tfyard train`")
-    return outputs.read_json_lines(path)
+    return read_json_lines(path)
 
 
 def plot_run(output_dir: str) -> str:
@@ -51,7 +50,7 @@ def plot_run(output_dir: str) -> str:
     axes[0].legend()
     axes[1].legend()
     figure.tight_layout()
-    path = os.path.join(output_dir, "curves.png")
+    path = RunDirectory(output_dir).curves
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path

@@ -21,24 +21,19 @@ finite checkpoints for newer finite ones.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import math
 import os
 import shutil
 import tempfile
-from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from tfyard.distribute.lost import is_peer_loss
 from tfyard.errors import UserError, disk_reason, plain_op_error
-from tfyard.train.guards import diverged
-from tfyard.train.outputs import checkpoint_paths
-
-if TYPE_CHECKING:  # an annotation only; importing build here would load it needlessly
-    from tfyard.train.build import Prepared
+from tfyard.train.rundir.directory import checkpoint_paths
+from tfyard.train.rundir.disk import files_for
 
 log = logging.getLogger("tfyard")
 
@@ -46,6 +41,15 @@ log = logging.getLogger("tfyard")
 def _first_line(exc: BaseException, limit: int = 160) -> str:
     text = (getattr(exc, "message", None) or str(exc) or type(exc).__name__).strip()
     return text.splitlines()[0][:limit]
+
+
+def diverged(what: str, dtype: str | None, last_checkpoint: str | None) -> UserError:
+    """The one-line error of a diverged run; `what` says where and how."""
+    hint = "lower --learning_rate" + (" or try --dtype float32" if dtype not in (
+        None, "float32") else "")
+    kept = f"last finite checkpoint: {last_checkpoint} kept" if last_checkpoint \
+        else "no checkpoint was written"
+    return UserError(f"training diverged {what}; {hint} ({kept})")
 
 
 def readable(path: str) -> str | None:
@@ -162,17 +166,18 @@ def remove_temporaries(directory: str) -> None:
     """Remove what unfinished saves left in `directory` (`ckpt-N_temp/` and the data of a
     checkpoint the `checkpoint` file never listed). Only the lease holder writes there, so
     nothing in flight is touched."""
-    if "://" in directory or not os.path.isdir(directory):
+    files = files_for(directory)
+    if files.remote or not files.isdir(directory):
         return
-    for temporary in glob.glob(os.path.join(directory, "ckpt-*_temp*")):
-        shutil.rmtree(temporary, ignore_errors=True)
+    for temporary in files.glob(os.path.join(directory, "ckpt-*_temp*")):
+        files.remove(temporary)
     listed = {os.path.basename(p) for p in checkpoint_paths(directory)}
-    for data in glob.glob(os.path.join(directory, "ckpt-*.data-*")) + \
-            glob.glob(os.path.join(directory, "ckpt-*.index")):
+    for data in files.glob(os.path.join(directory, "ckpt-*.data-*")) + \
+            files.glob(os.path.join(directory, "ckpt-*.index")):
         name = os.path.basename(data).split(".", 1)[0]
-        if listed and name not in listed and not os.path.exists(meta_path(
+        if listed and name not in listed and not files.exists(meta_path(
                 os.path.join(directory, name))):
-            os.remove(data)
+            files.remove(data)
 
 
 META_SUFFIX = ".meta.json"
@@ -188,30 +193,6 @@ def seed_states(model) -> list:
     """
     return [v for v in model.non_trainable_variables
             if v.path.rsplit("/", 1)[-1] == "seed_generator_state"]
-
-
-def resume_settings(prepared: Prepared) -> dict | None:
-    """The settings that decide the bits of a step of a prepared run, recorded with every
-    checkpoint so that a resume with other values warns; None for parameter-server runs,
-    never bit-identical."""
-    context = prepared.context
-    options, cluster, plan = context.options, context.cluster, context.plan
-    if plan.strategy == "parameter_server":
-        return None
-    numbers = prepared.numbers
-    settings = {
-        "seed": options.seed, "strategy": plan.strategy, "replicas": prepared.replicas,
-        "members": max(cluster.num_workers, 1), "dtype": options.dtype,
-        "jit_compile": prepared.trainer.config.jit_compile, "global_batch": numbers.global_batch,
-        "data_threads": options.data_threads, **machine_settings()}
-    if numbers.lr_schedule == "cosine":  # the only schedule that depends on the run's length
-        settings["total_steps"] = numbers.total_steps
-    if prepared.trainer.executor.needs_statistics_sync(prepared.model):
-        # replicas average their batch-norm statistics at every boundary
-        everies = {numbers.steps_per_epoch, options.checkpoint_every_steps,
-                   prepared.eval_every_steps}
-        settings["sync_every"] = ",".join(str(n) for n in sorted(everies - {None}))
-    return settings
 
 
 def machine_settings() -> dict:
@@ -259,19 +240,19 @@ def meta_path(checkpoint_path: str) -> str:
 def write_settings(checkpoint_path: str, step: int, settings: dict) -> None:
     """`ckpt-N.meta.json` beside a checkpoint just saved (atomically), and the files of
     checkpoints the manager has since deleted removed."""
-    from tfyard.train.report import write_json_atomic
+    from tfyard.train.rundir.report import write_json_atomic
 
     write_json_atomic(meta_path(checkpoint_path), {"step": step, **settings})
-    for stale in glob.glob(os.path.join(os.path.dirname(checkpoint_path), "*" + META_SUFFIX)):
-        if not tf.io.gfile.exists(stale[:-len(META_SUFFIX)] + ".index"):
-            os.remove(stale)
+    files = files_for(checkpoint_path)
+    for stale in files.glob(os.path.join(os.path.dirname(checkpoint_path), "*" + META_SUFFIX)):
+        if not files.exists(stale[:-len(META_SUFFIX)] + ".index"):
+            files.remove(stale)
 
 
 def read_settings(checkpoint_path: str) -> dict | None:
     """The settings a checkpoint was written with; None if it has no readable record."""
     try:
-        with open(meta_path(checkpoint_path)) as handle:
-            return json.load(handle)
+        return json.loads(files_for(checkpoint_path).read_text(meta_path(checkpoint_path)))
     except (OSError, ValueError):
         return None
 

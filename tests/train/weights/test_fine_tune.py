@@ -22,8 +22,8 @@ from tests.data.helpers import write_folder
 from tests.train.conftest import read_json, write_applications_h5
 from tests.user_code.fine_tune import build, mlp
 from tfyard.errors import UserError
-from tfyard.train import freezing, pretrained
 from tfyard.train.options import TrainOptions
+from tfyard.train.weights import freezing, pretrained
 
 USER_CODE = Path(__file__).resolve().parents[1] / "user_code" / "fine_tune.py"
 SHAPE = (8, 8, 3)
@@ -208,7 +208,7 @@ def two_classes(tmp_path_factory):
 
 def checkpoint_weights(run: Path) -> dict[str, np.ndarray]:
     """The model weights of a run's newest checkpoint, by weight path."""
-    from tfyard.train.weight_files import open_source
+    from tfyard.train.weights.weight_files import open_source
 
     with open_source(str(run)) as source:
         return {key: source.read(key) for key in source.shapes}

@@ -10,11 +10,11 @@ import pytest
 import tensorflow as tf
 
 from tests.train.toy import toy_trainer
-from tfyard.train import preemption
-from tfyard.train.actions import CheckpointAction
-from tfyard.train.checkpoint import Checkpoints
+from tfyard.errors import PREEMPTED
+from tfyard.train.actions import CheckpointAction, PreemptionAction
 from tfyard.train.controller import Callback, Controller
-from tfyard.train.preemption import PREEMPTED, PreemptionAction
+from tfyard.train.rundir import preemption
+from tfyard.train.rundir.checkpoint import Checkpoints
 
 
 def controller(directory, signal_at=None, every=10):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfyard.train.checkpoint import (
+from tfyard.train.rundir.checkpoint import (
     machine_settings,
     read_settings,
     settings_difference,

@@ -1,0 +1,2 @@
+"""What is trained: the task (model, data and objective of a run), a user's own model and
+input functions, the input pipelines and the objectives."""
