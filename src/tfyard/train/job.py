@@ -23,7 +23,6 @@ from tfyard.errors import PREEMPTED, UserError
 from tfyard.train.options import TrainOptions, parse_train_args
 from tfyard.train.rundir.console import configure_console
 from tfyard.train.rundir.directory import RunDirectory, read_run, refuse_other_run
-from tfyard.train.rundir.disk import files_for
 from tfyard.train.rundir.lease import take_lease
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
@@ -59,7 +58,7 @@ def made_dirs(*paths: str):
     still empty, so a start refused in one line (a wrong --data_dir) leaves nothing behind."""
     created = []
     for path in paths:
-        while not files_for(path).remote and not files_for(path).exists(path) \
+        while not platform_contract.is_remote(path) and not os.path.exists(path) \
                 and path not in created:
             created.append(path)
             path = os.path.dirname(path)
@@ -70,7 +69,7 @@ def made_dirs(*paths: str):
     except BaseException:
         for path in sorted(created, key=len, reverse=True):   # the deepest first
             with contextlib.suppress(OSError):   # not empty: the run wrote there
-                files_for(path).rmdir(path)
+                os.rmdir(path)
         raise
 
 

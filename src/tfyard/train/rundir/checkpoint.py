@@ -167,17 +167,17 @@ def remove_temporaries(directory: str) -> None:
     checkpoint the `checkpoint` file never listed). Only the lease holder writes there, so
     nothing in flight is touched."""
     files = files_for(directory)
-    if files.remote or not files.isdir(directory):
+    if files.remote or not files.is_directory(directory):
         return
-    for temporary in files.glob(os.path.join(directory, "ckpt-*_temp*")):
-        files.remove(temporary)
+    for temporary in files.matching(os.path.join(directory, "ckpt-*_temp*")):
+        files.delete(temporary)
     listed = {os.path.basename(p) for p in checkpoint_paths(directory)}
-    for data in files.glob(os.path.join(directory, "ckpt-*.data-*")) + \
-            files.glob(os.path.join(directory, "ckpt-*.index")):
+    for data in files.matching(os.path.join(directory, "ckpt-*.data-*")) + \
+            files.matching(os.path.join(directory, "ckpt-*.index")):
         name = os.path.basename(data).split(".", 1)[0]
-        if listed and name not in listed and not files.exists(meta_path(
+        if listed and name not in listed and not files.has(meta_path(
                 os.path.join(directory, name))):
-            files.remove(data)
+            files.delete(data)
 
 
 META_SUFFIX = ".meta.json"
@@ -244,15 +244,15 @@ def write_settings(checkpoint_path: str, step: int, settings: dict) -> None:
 
     write_json_atomic(meta_path(checkpoint_path), {"step": step, **settings})
     files = files_for(checkpoint_path)
-    for stale in files.glob(os.path.join(os.path.dirname(checkpoint_path), "*" + META_SUFFIX)):
-        if not files.exists(stale[:-len(META_SUFFIX)] + ".index"):
-            files.remove(stale)
+    for stale in files.matching(os.path.join(os.path.dirname(checkpoint_path), "*" + META_SUFFIX)):
+        if not files.has(stale[:-len(META_SUFFIX)] + ".index"):
+            files.delete(stale)
 
 
 def read_settings(checkpoint_path: str) -> dict | None:
     """The settings a checkpoint was written with; None if it has no readable record."""
     try:
-        return json.loads(files_for(checkpoint_path).read_text(meta_path(checkpoint_path)))
+        return json.loads(files_for(checkpoint_path).read_whole(meta_path(checkpoint_path)))
     except (OSError, ValueError):
         return None
 

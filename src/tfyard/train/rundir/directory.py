@@ -101,7 +101,7 @@ def checkpoint_paths(directory: str) -> list[str]:
             paths.remove(state.model_checkpoint_path)
         paths.append(state.model_checkpoint_path)
         return list(reversed(paths))   # TensorFlow has joined relative ones to `directory`
-    found = files_for(directory).glob(os.path.join(directory, "ckpt-*.index"))
+    found = files_for(directory).matching(os.path.join(directory, "ckpt-*.index"))
     number = re.compile(r"ckpt-(\d+)\.index$")
     found = [path for path in found if number.search(path)]
     found.sort(key=lambda path: int(number.search(path).group(1)), reverse=True)
@@ -114,20 +114,20 @@ def remove_temporaries(output_dir: str) -> None:
     files = files_for(output_dir)
     if files.remote:
         return
-    files.recover(output_dir)
+    files.recover_writes(output_dir)
     old, export = os.path.join(output_dir, EXPORT + ".old"), os.path.join(output_dir, EXPORT)
-    if files.isdir(old) and not files.exists(export):   # killed between its two renames
-        files.rename(old, export)
+    if files.is_directory(old) and not files.has(export):   # killed between its two renames
+        files.move(old, export)
     for pattern in TEMPORARIES:
-        for path in files.glob(os.path.join(glob.escape(output_dir), pattern)):
-            files.remove(path)
+        for path in files.matching(os.path.join(glob.escape(output_dir), pattern)):
+            files.delete(path)
 
 
 def read_json_lines(path: str) -> list[dict]:
     """The JSON objects of a JSON-lines file (`metrics.jsonl`); lines that do not parse (torn
     by a kill) are skipped with one warning. A whole JSON file reads as one object."""
     records, torn = [], []
-    text = files_for(path).read_text(path)
+    text = files_for(path).read_whole(path)
     try:
         whole = json.loads(text)
         return [whole] if isinstance(whole, dict) else []
@@ -153,7 +153,7 @@ def read_json_lines(path: str) -> list[dict]:
 def read_run(output_dir: str) -> dict | None:
     """run.json of `output_dir`: None if there is none, or if it cannot be read (a warning)."""
     path = os.path.join(output_dir, RUN_FILE)
-    if not files_for(path).exists(path):
+    if not files_for(path).has(path):
         return None
     records = read_json_lines(path)
     return records[-1] if records else None
@@ -185,7 +185,7 @@ def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int
 def require_run(output_dir: str, use_export: bool = False) -> None:
     """Refuse a directory that has no run.json, or nothing to evaluate yet. A local one is
     checked before TensorFlow loads; a remote one (gs://, hdfs://) through its file system."""
-    run, exists = RunDirectory(output_dir), files_for(output_dir).exists
+    run, exists = RunDirectory(output_dir), files_for(output_dir).has
     run_file = run.run_file
     if not exists(run_file):
         raise UserError(f"{run_file} not found; point --output_dir at a directory written by "

@@ -2,7 +2,7 @@
 upper: the layout). Every module of `rundir` reads and writes through `files_for(path)`:
 
 - `LocalFiles`: local disk, whole-file replaces through `tfyard.replace`, the lease's
-  atomic link and rename;
+  atomic link and move;
 - `TensorFlowFiles`: a path TensorFlow's own file systems open (gs://, hdfs://); it has no
   atomic link, so it holds no lease (`lease.take_lease`).
 
@@ -23,23 +23,23 @@ from tfyard.replace import recover_all, replacing_directory, replacing_file
 class LocalFiles:
     remote = False
 
-    def exists(self, path: str) -> bool:
+    def has(self, path: str) -> bool:
         return os.path.exists(path)
 
-    def isdir(self, path: str) -> bool:
+    def is_directory(self, path: str) -> bool:
         return os.path.isdir(path)
 
-    def read_text(self, path: str) -> str:
+    def read_whole(self, path: str) -> str:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
 
-    def write_text(self, path: str, text: str, exclusive: bool = False) -> None:
+    def write_whole(self, path: str, text: str, exclusive: bool = False) -> None:
         """`path` replaced whole (readers never see half a file); with `exclusive`,
         FileExistsError if it exists (an atomic create)."""
         with replacing_file(path, exclusive=exclusive) as handle:
             handle.write(text)
 
-    def append(self, path: str):
+    def appending(self, path: str):
         """A text handle appending to `path` (created if missing)."""
         import tensorflow as tf
 
@@ -56,27 +56,23 @@ class LocalFiles:
         except FileNotFoundError:
             return False
 
-    def glob(self, pattern: str) -> list[str]:
+    def matching(self, pattern: str) -> list[str]:
         return glob.glob(pattern)
 
-    def remove(self, path: str) -> None:
+    def delete(self, path: str) -> None:
         """Remove a file, or a directory with everything in it."""
         if os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
             os.remove(path)
 
-    def makedirs(self, path: str) -> None:
+    def make_directory(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
-    def rmdir(self, path: str) -> None:
-        """Remove an empty directory; OSError if it is not empty."""
-        os.rmdir(path)
-
-    def rename(self, source: str, target: str) -> None:
+    def move(self, source: str, target: str) -> None:
         os.rename(source, target)
 
-    def link(self, source: str, target: str) -> None:
+    def hard_link(self, source: str, target: str) -> None:
         """A second name for `source`; FileExistsError if `target` exists (atomic)."""
         os.link(source, target)
 
@@ -84,14 +80,14 @@ class LocalFiles:
         """Seconds since `path` was last written or touched."""
         return max(0.0, time.time() - os.stat(path).st_mtime)
 
-    def touch(self, path: str) -> None:
+    def refresh(self, path: str) -> None:
         os.utime(path)
 
-    def replacing_directory(self, path: str):
+    def staged_directory(self, path: str):
         """A context giving a staging directory that replaces `path` whole when it exits."""
         return replacing_directory(path)
 
-    def recover(self, directory: str) -> None:
+    def recover_writes(self, directory: str) -> None:
         """Put right what a killed `tfyard.replace` writer left in `directory`."""
         recover_all(directory)
 
@@ -101,17 +97,17 @@ class TensorFlowFiles(LocalFiles):
 
     remote = True
 
-    def exists(self, path: str) -> bool:
+    def has(self, path: str) -> bool:
         import tensorflow as tf
 
         return tf.io.gfile.exists(path)
 
-    def isdir(self, path: str) -> bool:
+    def is_directory(self, path: str) -> bool:
         import tensorflow as tf
 
         return tf.io.gfile.isdir(path)
 
-    def read_text(self, path: str) -> str:
+    def read_whole(self, path: str) -> str:
         import tensorflow as tf
 
         with tf.io.gfile.GFile(path) as handle:
@@ -129,12 +125,12 @@ class TensorFlowFiles(LocalFiles):
             handle.seek(size - 1)
             return handle.read(1) != b"\n"
 
-    def glob(self, pattern: str) -> list[str]:
+    def matching(self, pattern: str) -> list[str]:
         import tensorflow as tf
 
         return tf.io.gfile.glob(pattern)
 
-    def remove(self, path: str) -> None:
+    def delete(self, path: str) -> None:
         import tensorflow as tf
 
         if tf.io.gfile.isdir(path):
@@ -142,18 +138,18 @@ class TensorFlowFiles(LocalFiles):
         else:
             tf.io.gfile.remove(path)
 
-    def makedirs(self, path: str) -> None:
+    def make_directory(self, path: str) -> None:
         import tensorflow as tf
 
         tf.io.gfile.makedirs(path)
 
-    def recover(self, directory: str) -> None:
+    def recover_writes(self, directory: str) -> None:
         """Nothing to put right: remote writes are staged and renamed by TensorFlow."""
 
     def _unsupported(self, *_args):
         raise OSError(f"{type(self).__name__} cannot do this on a remote path")
 
-    rmdir = rename = link = age = touch = _unsupported
+    move = hard_link = age = refresh = _unsupported
 
 
 def files_for(path: str) -> LocalFiles:

@@ -54,8 +54,8 @@ def export_model(model, task, objective, dtype_policy: str | None,
     plain = task.build_model(dtype_policy)   # outside the strategy: plain variables
     plain.set_weights([tf.convert_to_tensor(w) for w in model.get_weights()])
     files = files_for(export_dir)
-    with files.replacing_directory(export_dir) as tmp:   # the previous export/ kept until then
-        files.makedirs(tmp)
+    with files.staged_directory(export_dir) as tmp:   # the previous export/ kept until then
+        files.make_directory(tmp)
         written = _write_formats(plain, task, objective, tmp)
     return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
 
@@ -80,7 +80,7 @@ def _write_formats(plain, task, objective, tmp: str) -> dict[str, str]:
                         "with the same output dir to export, or pass --no_export") from None
     written["saved_model"] = "saved_model"
     files = files_for(tmp)
-    files.write_text(os.path.join(tmp, CLASS_NAMES),   # for model.keras
+    files.write_whole(os.path.join(tmp, CLASS_NAMES),   # for model.keras
                      "".join(f"{name}\n" for name in task.class_names))
     for kind, name in (("keras", "model.keras"), ("h5", "model.h5")):
         path = os.path.join(tmp, name)
@@ -88,7 +88,7 @@ def _write_formats(plain, task, objective, tmp: str) -> dict[str, str]:
             plain.save(path)
             written[kind] = name
         except (ValueError, NotImplementedError, TypeError) as exc:
-            if files.exists(path):
-                files.remove(path)
+            if files.has(path):
+                files.delete(path)
             log.warning(f"tfyard: {name} not written: {plain_op_error(exc)[:160]}")
     return written

@@ -65,7 +65,7 @@ def _timeout() -> float:
 def read(path: str) -> dict | None:
     """The lease at `path` with its age in seconds, or None when there is none."""
     try:
-        holder = json.loads(files.read_text(path))
+        holder = json.loads(files.read_whole(path))
         holder["age"] = files.age(path)
     except FileNotFoundError:
         return None
@@ -120,7 +120,7 @@ class Lease:
                     log.warning(f"tfyard: warning: lost the lease on {self.path} to another "
                                 "run (this one was silent too long); its files may mix")
                     return
-                files.touch(self.path)
+                files.refresh(self.path)
             except OSError:
                 pass  # a full or flaky disk: the next renewal tries again
 
@@ -129,7 +129,7 @@ class Lease:
         try:
             if self.ours():
                 remove_temporaries(os.path.dirname(self.path))  # of a failed write
-                files.remove(self.path)
+                files.delete(self.path)
         except OSError:
             pass
 
@@ -153,7 +153,7 @@ class _NoLease:
 def _create(path: str, me: dict) -> bool:
     """Create the lease whole, atomically; False if one exists."""
     try:
-        files.write_text(path, json.dumps(me), exclusive=True)
+        files.write_whole(path, json.dumps(me), exclusive=True)
         return True
     except FileExistsError:
         return False
@@ -163,16 +163,16 @@ def _break(path: str, holder: dict) -> None:
     """Move the stale lease aside; put it back if it changed hands meanwhile."""
     aside = f"{path}.stale-{uuid.uuid4().hex}"
     try:
-        files.rename(path, aside)
+        files.move(path, aside)
     except FileNotFoundError:
         return
     moved = read(aside) or {}
     if moved.get("token") != holder.get("token"):
         try:
-            files.link(aside, path)  # someone else's fresh lease: back it goes
+            files.hard_link(aside, path)  # someone else's fresh lease: back it goes
         except FileExistsError:
             pass
-    files.remove(aside)
+    files.delete(aside)
 
 
 def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
@@ -195,7 +195,7 @@ def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
             if why != "this process" and "job" not in why:
                 log.info(f"tfyard: took over the lease on {output_dir} ({why})")
             _break(path, holder)
-        files.makedirs(output_dir)
+        files.make_directory(output_dir)
         if _create(path, me):
             return Lease(path, me)
     raise UserError(f"{output_dir} is being claimed by several runs at once; start one")

@@ -10,7 +10,7 @@ from tfyard.train.rundir.disk import files_for
 
 def read_metrics(output_dir: str) -> list[dict]:
     path = RunDirectory(output_dir).metrics
-    if not files_for(path).exists(path):
+    if not files_for(path).has(path):
         raise UserError(f"{path} not found; point --output_dir at a directory written by "
                         "`tfyard train`")
     return read_json_lines(path)

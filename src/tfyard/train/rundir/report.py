@@ -16,9 +16,9 @@ from tfyard.train.rundir.disk import files_for
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
-    """Write JSON whole (`disk.LocalFiles.write_text`), so readers never see half a file."""
+    """Write JSON whole (`disk.LocalFiles.write_whole`), so readers never see half a file."""
     try:
-        files_for(path).write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        files_for(path).write_whole(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
     except (tf.errors.OpError, OSError) as exc:
         raise disk_error(exc, f"write {path}") or exc from None
 
@@ -30,7 +30,7 @@ class Reporter:
         path = os.path.join(output_dir, f"{name}.jsonl")
         files = files_for(path)
         torn = files.ends_torn(path)
-        self._jsonl = files.append(path)
+        self._jsonl = files.appending(path)
         if torn:  # a record cut short by a kill: the next one starts on a fresh line
             self._jsonl.write("\n")
         # The chief logs to logs/train and logs/eval; a side-car to logs/<name>.
