@@ -9,6 +9,8 @@ VERSION := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PACKAGE := $(VENV)/.installed-package-$(VERSION)
 EVERYTHING := $(VENV)/.installed-everything-$(VERSION)
 PYTEST_ARGS ?=
+# `make test` runs the suite on one pytest-xdist worker a core (`-n auto`); 0 runs it in one.
+PYTEST_WORKERS ?= auto
 DEMO_ARGS ?=
 LEGS ?=
 # ci/matrix.sh passes uv's pip: the same installs, faster.
@@ -44,7 +46,7 @@ lint: $(EVERYTHING)
 	$(BIN)/ruff check src tests examples benchmarks ci
 
 test: lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 quick: $(EVERYTHING)
 	$(BIN)/python -m pytest -q -p no:cacheprovider \

@@ -18,6 +18,17 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (`make test` runs one worker a core), the tests of each engine
+    share one worker, so one local Ray and one Spark run at a time, each module's Ray
+    started once."""
+    for item in items:
+        for engine in ("ray", "spark"):
+            if item.get_closest_marker(engine):
+                item.add_marker(pytest.mark.xdist_group(engine))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_tfyard_logger():
     """A test that runs the CLI in-process configures the `tfyard` logger (own handler, no
