@@ -20,7 +20,7 @@ from tests.conftest import run_tfyard
 from tests.train.conftest import read_json, read_jsonl
 from tfyard.errors import UserError
 
-USER_CODE = Path(__file__).resolve().parents[1] / "user_code"
+USER_CODE = Path(__file__).resolve().parents[2] / "user_code"
 MODELS = USER_CODE / "models.py"
 SMALL = ["--dataset", "digits", "--image_size", "32", "--batch_size", "32", "--num_gpus", "0",
          "--seed", "3", "--steps_per_loop", "5", "--train_steps", "20", "--quiet",

@@ -25,7 +25,7 @@ from tfyard.errors import UserError
 from tfyard.train.options import TrainOptions
 from tfyard.train.weights import freezing, pretrained
 
-USER_CODE = Path(__file__).resolve().parents[1] / "user_code" / "fine_tune.py"
+USER_CODE = Path(__file__).resolve().parents[2] / "user_code" / "fine_tune.py"
 SHAPE = (8, 8, 3)
 SMALL = ["--image_size", "8", "--batch_size", "16", "--num_gpus", "0", "--seed", "5",
          "--steps_per_loop", "4", "--no_jit_compile", "--no_export"]
