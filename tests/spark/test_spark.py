@@ -72,11 +72,14 @@ def test_parameter_server_job_through_the_python_api(sc, tmp_path, capsys):
     assert "[ps:0] ps:0: serve with parameter_server" in text
 
 
-@pytest.mark.parametrize("name", ["compiled", "convnet", "mobilenet"])
-def test_a_users_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path, digits_work, name):
+def test_a_users_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path, digits_work):
+    """MobileNet's batch norm averaged across two Spark members; the compiled model takes
+    this path on Ray (tests/launch/test_ray.py), each of the three on a local all-reduce
+    cluster (tests/reliability/test_faults.py)."""
     import tfyard.spark
     from tests.train.task.test_user_models import MODELS, USER_MODELS
 
+    name = "mobilenet"
     model = f"{MODELS}:{name}"
     tfyard.spark.run(sc, helpers.fit_user_model, [model, USER_MODELS[name], str(tmp_path),
                                         str(digits_work)], num_executors=2)
@@ -84,7 +87,7 @@ def test_a_users_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path, digits
     assert (summary["strategy"], summary["replicas"], summary["final_step"]) == (
         "multi_worker_mirrored", 2, 6)
     assert summary["model"] == model
-    assert ("accuracy" if name == "compiled" else "top1") in summary["eval"]
+    assert "top1" in summary["eval"]
     members = sorted(p.name for p in (digits_work / "members").glob("*.json"))
     assert {"chief-0.json", "worker-0.json"} <= set(members)
 

@@ -36,8 +36,11 @@ def user_model(name: str) -> list[str]:
     return ["--model", f"{MODELS}:{name}", "--image_size", USER_MODELS[name]]
 
 
-@pytest.mark.parametrize("replicas", [1, 2])
-@pytest.mark.parametrize("name", ["mobilenet", "convnet", "compiled"])
+# Each model once, on one device or two mirrored replicas: MobileNet's batch norm and the
+# compiled model's own metrics across replicas; the convnet on one device. Every model also
+# trains all-reduce (tests/reliability/test_faults.py) and with parameter servers
+# (tests/train/test_clusters.py); a compiled model on one device follows Keras' fit (below).
+@pytest.mark.parametrize("name, replicas", [("mobilenet", 2), ("convnet", 1), ("compiled", 2)])
 def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, name, replicas):
     out = tmp_path / "out"
     result = run_tfyard("train", "--model", f"{MODELS}:{name}", *SMALL, "--output_dir", out,
