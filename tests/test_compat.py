@@ -160,3 +160,14 @@ def test_every_shim_names_the_version_it_was_checked_against():
              if f.__module__ == compat.__name__]
     assert len(shims) == 9
     assert all("Checked against" in " ".join(f.__doc__.split()) for f in shims)
+
+
+def test_a_scope_left_open_by_a_failed_trace_is_closed():
+    """A scope entered and never exited (as a failed SavedModel trace of a model named
+    `__hidden` leaves it) is gone afterwards: the next model's weights carry no prefix."""
+    with pytest.raises(RuntimeError), compat.name_scopes_kept():
+        keras.name_scope("__hidden_1").__enter__()
+        raise RuntimeError("the trace failed")
+    layer = keras.layers.Dense(2, name="after")
+    layer.build((None, 3))
+    assert layer.kernel.path == "after/kernel"

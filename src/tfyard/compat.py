@@ -10,6 +10,8 @@ and Keras.
 
 from __future__ import annotations
 
+import contextlib
+
 import tensorflow as tf
 from keras.src.backend import compute_output_spec
 from tensorflow.python.eager import context
@@ -77,6 +79,23 @@ def compiled_metrics(model, y_true, y_pred) -> dict:
     if not metrics.built:
         compute_output_spec(metrics.update_state, y_true, y_pred)
     return dict(zip(compute_output_spec(metrics.result), metrics.metrics, strict=True))
+
+
+@contextlib.contextmanager
+def name_scopes_kept():
+    """Keras's name-scope stack as it was, even when tracing inside fails: a model whose
+    name TensorFlow refuses as a scope (`__hidden`) leaves its Keras scope on the stack,
+    and every weight built after it in the process would carry its prefix. Checked against
+    Keras 3.12 and 3.15."""
+    from keras.src.backend.common import global_state
+
+    stack = global_state.get_global_attribute("name_scope_stack", default=[],
+                                              set_to_default=True)
+    before = list(stack)
+    try:
+        yield
+    finally:
+        stack[:] = before
 
 
 def weight_positions(model) -> dict[str, object]:

@@ -65,8 +65,7 @@ def test_parameter_server_job_with_one_ps_through_the_python_api(ray_address, tm
 
 def test_a_users_model_trains_all_reduce_through_tfyard_fit(ray_address, tmp_path, digits_work):
     """The compiled model (its own loss, metrics and Adam) across two Ray actors; convnet
-    goes through the CLI below, MobileNet through Spark (tests/spark/test_spark.py), each of
-    the three on a local all-reduce cluster (tests/reliability/test_faults.py)."""
+    goes through the CLI below, MobileNet through Spark (tests/spark/test_spark.py)."""
     import tfyard.ray
     from tests.train.task.test_user_models import USER_MODELS
 

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import run_tfyard
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import assert_learned, read_json, read_jsonl
-from tests.train.task.test_user_models import USER_MODELS, user_model
+from tests.train.task.test_user_models import user_model
 from tests.train.test_clusters import ASYNC
 
 pytestmark = pytest.mark.cluster
@@ -30,9 +30,12 @@ def kill_after_checkpoint(proc, output_dir, task_type, index, at_least=30):
     return step
 
 
-@pytest.fixture(scope="module", params=sorted(USER_MODELS))
+@pytest.fixture(scope="module", params=["compiled", "convnet"])
 def unkilled(request, tmp_path_factory, digits_work):
-    """The same two-worker job, never killed: the reference for the weights."""
+    """The same two-worker job, never killed: the reference for the weights. The compiled
+    model (its own Adam and metrics) and the convnet (Dropout's seeds); batch norm's exact
+    resume across members is tests/reliability/test_exact_resume.py's, MobileNet trains
+    all-reduce on Spark (tests/spark/test_spark.py)."""
     out = tmp_path_factory.mktemp("unkilled")
     proc = start_job(out, digits_work, ["--workers", "2"], *STEPS, *user_model(request.param))
     output = proc.communicate(timeout=600)[0]

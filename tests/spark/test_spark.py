@@ -74,8 +74,8 @@ def test_parameter_server_job_through_the_python_api(sc, tmp_path, capsys):
 
 def test_a_users_model_trains_all_reduce_through_tfyard_fit(sc, tmp_path, digits_work):
     """MobileNet's batch norm averaged across two Spark members; the compiled model takes
-    this path on Ray (tests/launch/test_ray.py), each of the three on a local all-reduce
-    cluster (tests/reliability/test_faults.py)."""
+    this path on Ray (tests/launch/test_ray.py), the compiled model and the convnet on a
+    local all-reduce cluster killed and resumed (tests/reliability/test_faults.py)."""
     import tfyard.spark
     from tests.train.task.test_user_models import MODELS, USER_MODELS
 

@@ -38,8 +38,9 @@ def user_model(name: str) -> list[str]:
 
 # Each model once, on one device or two mirrored replicas: MobileNet's batch norm and the
 # compiled model's own metrics across replicas; the convnet on one device. Every model also
-# trains all-reduce (tests/reliability/test_faults.py) and with parameter servers
-# (tests/train/test_clusters.py); a compiled model on one device follows Keras' fit (below).
+# trains all-reduce (killed and resumed in tests/reliability/test_faults.py, MobileNet on
+# Spark) and with parameter servers (tests/train/test_clusters.py); a compiled model on one
+# device follows Keras' fit (below).
 @pytest.mark.parametrize("name, replicas", [("mobilenet", 2), ("convnet", 1), ("compiled", 2)])
 def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, name, replicas):
     out = tmp_path / "out"

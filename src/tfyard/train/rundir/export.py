@@ -16,6 +16,7 @@ import os
 import keras
 import tensorflow as tf
 
+from tfyard import compat
 from tfyard.errors import UserError, plain_op_error
 from tfyard.predict.signature import serving_endpoints
 from tfyard.train.rundir.disk import files_for
@@ -56,7 +57,8 @@ def export_model(model, task, objective, dtype_policy: str | None,
     files = files_for(export_dir)
     with files.staged_directory(export_dir) as tmp:   # the previous export/ kept until then
         files.make_directory(tmp)
-        written = _write_formats(plain, task, objective, tmp)
+        with compat.name_scopes_kept():   # a failed trace leaves none behind
+            written = _write_formats(plain, task, objective, tmp)
     return {kind: os.path.join(export_dir, rel) for kind, rel in written.items()}
 
 
