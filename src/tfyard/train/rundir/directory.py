@@ -40,6 +40,10 @@ TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT + ".
                EXPORT + ".old")
 
 
+def _file(name: str) -> property:
+    return property(lambda run: run.path(name), doc=f"`{name}` of this run")
+
+
 class RunDirectory:
     """One run's `output_dir`: where each of its files lives, and (`files`) the operations
     on them for the store it is on."""
@@ -51,37 +55,9 @@ class RunDirectory:
     def path(self, *names: str) -> str:
         return os.path.join(self.root, *names)
 
-    @property
-    def run_file(self) -> str:
-        return self.path(RUN_FILE)
-
-    @property
-    def summary(self) -> str:
-        return self.path(SUMMARY)
-
-    @property
-    def metrics(self) -> str:
-        return self.path(METRICS)
-
-    @property
-    def checkpoints(self) -> str:
-        return self.path(CHECKPOINTS)
-
-    @property
-    def export(self) -> str:
-        return self.path(EXPORT)
-
-    @property
-    def exported_model(self) -> str:
-        return self.path(EXPORTED_MODEL)
-
-    @property
-    def curves(self) -> str:
-        return self.path(CURVES)
-
-    @property
-    def lease(self) -> str:
-        return self.path(LEASE)
+    run_file, summary, metrics = _file(RUN_FILE), _file(SUMMARY), _file(METRICS)
+    checkpoints, export, exported_model = _file(CHECKPOINTS), _file(EXPORT), _file(EXPORTED_MODEL)
+    curves, lease = _file(CURVES), _file(LEASE)
 
 
 def checkpoint_paths(directory: str) -> list[str]:
