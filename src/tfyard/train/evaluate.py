@@ -114,9 +114,9 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
     from tfyard.train.task.task import make_task
 
     require_run(output_dir, use_export)
-    record = read_run(output_dir)
+    run, record = RunDirectory(output_dir), read_run(output_dir)
     if record is None:
-        raise UserError(f"{RunDirectory(output_dir).run_file} is unreadable; point "
+        raise UserError(f"{run.run_file} is unreadable; point "
                         "--output_dir at a directory written by `tfyard train`")
     options = TrainOptions.from_dict(record)
     _require_importable_input(options.dataset)
@@ -130,13 +130,13 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
     if use_export:
         import keras
 
-        path = RunDirectory(output_dir).exported_model
+        path = run.exported_model
         model.set_weights(keras.models.load_model(path, compile=False).get_weights())
         source = path
     else:
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
         source = restore_newest(tf.train.Checkpoint(model=model, step=step),
-                                RunDirectory(output_dir).checkpoints,
+                                run.checkpoints,
                                 lambda status: status.expect_partial())
     metrics = _evaluate(task, model, objective, 64, split)
     return {"source": source, "split": split, **metrics}

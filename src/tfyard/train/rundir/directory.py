@@ -161,7 +161,8 @@ def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int
 def require_run(output_dir: str, use_export: bool = False) -> None:
     """Refuse a directory that has no run.json, or nothing to evaluate yet. A local one is
     checked before TensorFlow loads; a remote one (gs://, hdfs://) through its file system."""
-    run, exists = RunDirectory(output_dir), files_for(output_dir).has
+    run = RunDirectory(output_dir)
+    exists = run.files.has
     run_file = run.run_file
     if not exists(run_file):
         raise UserError(f"{run_file} not found; point --output_dir at a directory written by "

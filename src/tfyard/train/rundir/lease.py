@@ -179,10 +179,11 @@ def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
     """The lease on `output_dir` for this process if it writes the run's files (the chief or
     the single process); a UserError naming the live holder otherwise. Use as a context
     manager around everything the run writes."""
-    if not cluster.is_coordinator or RunDirectory(output_dir).files.remote:
+    run = RunDirectory(output_dir)
+    if not cluster.is_coordinator or run.files.remote:
         return _NoLease()
     check_writable(output_dir, "--output_dir", "into")
-    path = RunDirectory(output_dir).lease
+    path = run.lease
     me = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
           "started": time.time(), "job": jobid.current(),
           "token": uuid.uuid4().hex}
