@@ -53,8 +53,16 @@ WRITER = textwrap.dedent(f"""
 """)
 
 
+def _seen(out) -> tuple[bool, int | None]:
+    """(is `done` there, how many entries) of the output as one look sees it."""
+    try:
+        return os.path.exists(os.path.join(out, "done")), len(os.listdir(out))
+    except FileNotFoundError:
+        return False, None
+
+
 def _complete(out) -> bool:
-    return os.path.exists(os.path.join(out, "done")) and len(os.listdir(out)) == FILES + 1
+    return _seen(out) == (True, FILES + 1)
 
 
 def _writer(out, *extra) -> subprocess.Popen:
@@ -94,8 +102,9 @@ def test_a_writer_killed_anywhere_leaves_the_previous_or_the_new_output(tmp_path
 
     def poll():
         while not stop.is_set():
-            if not _complete(out):
-                missing.append(time.monotonic())
+            seen = _seen(out)
+            if seen != (True, FILES + 1):
+                missing.append(seen)
 
     for delay in (0.05, 0.13, 0.31):
         child = _writer(out)
@@ -108,7 +117,8 @@ def test_a_writer_killed_anywhere_leaves_the_previous_or_the_new_output(tmp_path
         stop.set()
         poller.join()
         stop.clear()
-        assert not missing and _complete(out)
+        assert not missing, f"polls saw (done there, entries) {missing[:5]}"
+        assert _complete(out)
     with replace.replacing_directory(str(out)) as new:   # the rerun
         os.mkdir(new)
     assert sorted(os.listdir(tmp_path)) == ["parts"]
