@@ -18,18 +18,6 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (`make test` runs one worker a core), a module's tests run on one
-    worker, so its module-scoped fixtures (a trained run, a Spark context) are made once;
-    the tests of each engine share one worker, so one local Ray and one Spark run at a
-    time."""
-    for item in items:
-        engines = [name for name in ("ray", "spark") if item.get_closest_marker(name)]
-        item.add_marker(pytest.mark.xdist_group(engines[0] if engines
-                                                 else item.nodeid.split("::")[0]))
-
-
 @pytest.fixture(autouse=True)
 def _fresh_tfyard_logger():
     """A test that runs the CLI in-process configures the `tfyard` logger (own handler, no

@@ -53,12 +53,25 @@ WRITER = textwrap.dedent(f"""
 """)
 
 
-def _seen(out) -> tuple[bool, int | None]:
-    """(is `done` there, how many entries) of the output as one look sees it."""
+def _seen(out) -> tuple[bool, int | None] | None:
+    """(is `done` there, how many entries) in the directory `out` names, read through one
+    descriptor; None when `out` was replaced while it was read. A reader that opened the
+    previous version just before the exchange sees it emptied as it is removed: that is
+    the old version going, not `out` incomplete."""
     try:
-        return os.path.exists(os.path.join(out, "done")), len(os.listdir(out))
+        descriptor = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
         return False, None
+    try:
+        names = os.listdir(descriptor)
+        try:
+            if os.stat(out).st_ino != os.fstat(descriptor).st_ino:
+                return None
+        except FileNotFoundError:
+            return False, None
+        return "done" in names, len(names)
+    finally:
+        os.close(descriptor)
 
 
 def _complete(out) -> bool:
@@ -103,7 +116,7 @@ def test_a_writer_killed_anywhere_leaves_the_previous_or_the_new_output(tmp_path
     def poll():
         while not stop.is_set():
             seen = _seen(out)
-            if seen != (True, FILES + 1):
+            if seen not in (None, (True, FILES + 1)):
                 missing.append(seen)
 
     for delay in (0.05, 0.13, 0.31):
