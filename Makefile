@@ -18,13 +18,15 @@ LEGS ?=
 PIP ?= $(BIN)/python -m pip
 # The quick slice (`make quick`, ~1 CPU-minute): what differs between versions (compat's
 # shims, fused batch norm), the Ray and Spark launch plans, one short training run (its
-# outputs, exports and plots), and predict's csv, jsonl and parquet.
+# outputs, exports and plots), predict's csv, jsonl and parquet, and a bucket's copy (boto3
+# against moto's S3 server).
 QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_optional.py \
     tests/launch/test_spark_plan.py \
     tests/train/test_single_process.py::test_every_output_exists_and_parses \
     tests/train/test_single_process.py::test_exports_reload_with_the_same_predictions \
     tests/train/test_single_process.py::test_plot_writes_curves \
-    tests/predict/test_outputs.py::test_each_format_is_written_whole
+    tests/predict/test_outputs.py::test_each_format_is_written_whole \
+    tests/storage/test_s3_data.py::test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket
 
 .PHONY: demo test quick matrix lint bench clean
 
@@ -37,7 +39,7 @@ $(PACKAGE): $(BIN)/python pyproject.toml
 	rm -f $(VENV)/.installed-package-* && touch $@
 
 $(EVERYTHING): $(BIN)/python pyproject.toml
-	$(PIP) install --quiet -e '.[test,spark,ray,dev,parquet]'
+	$(PIP) install --quiet -e '.[test,spark,ray,dev,parquet,cloud]'
 	rm -f $(VENV)/.installed-* && touch $(PACKAGE) $@
 
 demo: $(PACKAGE)
@@ -47,7 +49,7 @@ lint: $(EVERYTHING)
 	$(BIN)/ruff check src tests examples benchmarks ci
 
 test: lint
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 quick: $(EVERYTHING)
 	$(BIN)/python -m pytest -q -p no:cacheprovider \

@@ -7,6 +7,7 @@ sideways, and no module imports itself back through others.
     train, launch, pack
     predict                     reads SavedModels; train's export builds its signatures
     data, models, distribute, platform (and quiet, keras_startup, replace)
+    storage                     where a path lives: local disk or a bucket
     errors, flags, dtypes, compat, the tfyard package itself (__version__): no tfyard imports
 
 A module may import its own package's siblings. Imports inside functions count too:
@@ -37,6 +38,7 @@ LAYERS = [
     {"train", "launch", "pack"},
     {"predict"},
     {"data", "models", "distribute", "platform", "quiet", "keras_startup", "replace"},
+    {"storage"},
     {"errors", "flags", "dtypes", "compat", "__init__"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}

@@ -12,6 +12,7 @@ import argparse
 import os
 from dataclasses import asdict, dataclass
 
+from tfyard import storage
 from tfyard.errors import UserError
 from tfyard.flags import rename_flags
 
@@ -99,9 +100,15 @@ def resolve(
     else:
         source = "--num_gpus" if num_gpus not in (None, "") else "TFYARD_NUM_GPUS"
         gpus = _parse_gpus(gpus_raw, source)
-    if data is not None and not is_remote(data) and not os.path.isdir(data):
-        source = "--data_dir" if data_dir not in (None, "") else "TFYARD_DATA_DIR"
+    source = "--data_dir" if data_dir not in (None, "") else "TFYARD_DATA_DIR"
+    if data is not None and is_remote(data):
+        storage.location(data, source)   # a malformed URL or unknown scheme: before any work
+    elif data is not None and not os.path.isdir(data):
         raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
+    for flag, path in (("--output_dir", output), ("--work_dir", work), ("--log_dir", logs)):
+        if is_remote(path) and storage.location(path, flag).scheme == "s3":
+            raise UserError(f"{flag} {path}: a run cannot be written to an S3 bucket yet; give "
+                            "a local directory (or gs://)")
     platform = Platform(
         data_dir=_absolute(data) if data else None,
         output_dir=_absolute(output),

@@ -46,8 +46,14 @@ def run_convert(args) -> int:
     from tfyard import quiet
     from tfyard.data.convert import CONVERTERS, check_destination
     from tfyard.data.formats import canonical
+    from tfyard.errors import UserError
     from tfyard.replace import check_writable, replacing_directory
+    from tfyard.storage import readable_dir, scheme_of
 
+    if scheme_of(args.dst) == "s3":
+        raise UserError(f"destination {args.dst}: convert cannot write into an S3 bucket yet; "
+                        "convert to a local directory, then copy it (aws s3 sync)")
+    args.src = readable_dir(args.src, None, "source")
     check_destination(args.src, args.dst, args.overwrite)
     check_writable(args.dst, "the destination", "directory")
     quiet.install()  # now: the writer processes inherit the filtered stderr

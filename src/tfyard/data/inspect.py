@@ -10,6 +10,7 @@ import os
 
 from tfyard.data.formats import reader
 from tfyard.errors import UserError
+from tfyard.storage import readable_dir
 
 # (dataset, file patterns that identify it), first match wins
 _SIGNS = (
@@ -36,9 +37,12 @@ def detect(path: str) -> str:
 
 
 def inspect(path: str, verify: bool = False, name: str | None = None) -> dict:
-    """Counts, classes, image sizes and (with `verify`, a full decode) problems per split."""
+    """Counts, classes, image sizes and (with `verify`, a full decode) problems per split.
+    A `path` in an S3 bucket is read from its copy on local disk."""
+    report = {"path": path}
+    path = readable_dir(path, None, "PATH")
     name = name or detect(path)
-    report = {"path": path, "format": name, "splits": {}, "problems": []}
+    report.update({"format": name, "splits": {}, "problems": []})
     errors = []
     for split in ("train", "validation"):
         try:

@@ -1,0 +1,34 @@
+"""Where a path lives: local disk (the default and the fast path), `s3://BUCKET/KEY` (AWS and
+every S3-compatible store) or a scheme TensorFlow opens itself (`gs://`, `hdfs://`).
+
+TensorFlow 2.21 cannot open `s3://`, so what tfyard reads from an S3 bucket it first copies
+to local disk (`mirror.py`), and the S3 protocol itself is boto3's (`s3.py`, the `cloud`
+extra), imported only when an `s3://` path is used. No TensorFlow import here.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tfyard.storage.location import Location, location, scheme_of
+
+__all__ = ["Location", "default_cache", "location", "readable_dir", "scheme_of"]
+
+
+def readable_dir(path: str, work_dir: str | None, flag: str = "--data_dir") -> str:
+    """A directory TensorFlow and the readers can open for `path`: `path` itself when it is
+    local or TensorFlow opens its scheme, else its copy on local disk under `work_dir`."""
+    if scheme_of(path) is None:
+        return path
+    place = location(path, flag)
+    if place.scheme != "s3":
+        return path
+    from tfyard.storage.mirror import mirrored
+
+    return mirrored(place, os.path.join(work_dir or default_cache(), "bucket-data"), flag)
+
+
+def default_cache() -> str:
+    """Where bucket data is copied when no --work_dir is given."""
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                        "tfyard")

@@ -1,0 +1,50 @@
+"""A path with a scheme taken apart and checked, before any network call."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+
+# Schemes tfyard reads through TensorFlow's own file systems (tf.io.gfile).
+TENSORFLOW_SCHEMES = ("gs", "hdfs")
+SCHEMES = ("s3", *TENSORFLOW_SCHEMES)
+# S3's own rule for a bucket name (3-63 of lowercase letters, digits, dots and dashes).
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+@dataclass(frozen=True)
+class Location:
+    """A path with a scheme, taken apart: `s3://bucket/some/key` is ("s3", "bucket",
+    "some/key")."""
+
+    scheme: str
+    bucket: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.bucket}/{self.key}".rstrip("/")
+
+    def child(self, name: str) -> Location:
+        return Location(self.scheme, self.bucket, f"{self.key.rstrip('/')}/{name}".lstrip("/"))
+
+
+def scheme_of(path: str) -> str | None:
+    """The scheme of `path` (`s3`, `gs`, ...), None for a local path."""
+    scheme, found, _ = path.partition("://")
+    return scheme.lower() if found else None
+
+
+def location(path: str, flag: str = "the path") -> Location:
+    """`path` (which has a scheme) taken apart; a UserError naming `flag` for a scheme tfyard
+    does not know or a URL without a bucket."""
+    scheme = scheme_of(path)
+    if scheme not in SCHEMES:
+        raise UserError(f"{flag} {path}: unknown scheme {scheme}://; use a local path, s3://, "
+                        "gs:// or hdfs://")
+    bucket, _, key = path.partition("://")[2].partition("/")
+    if not bucket or (scheme == "s3" and not _BUCKET.match(bucket)):
+        raise UserError(f"{flag} {path} is not a valid {scheme}:// URL; write "
+                        f"{scheme}://BUCKET/PREFIX")
+    return Location(scheme, bucket, key.strip("/"))

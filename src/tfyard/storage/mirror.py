@@ -1,0 +1,78 @@
+"""A bucket prefix copied to local disk, so that TensorFlow and every reader open plain
+files and the step never waits on the network.
+
+The copy lives at `CACHE/s3/BUCKET/PREFIX`. Each file keeps the object's size and modified
+time, so a second run copies only what changed; files no longer in the bucket are removed,
+so the copy is the prefix as it is now. Each file is written whole (a temporary file renamed
+into place), so a copy killed midway leaves no torn file, and members that share a work
+directory can copy at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from tfyard.errors import UserError
+from tfyard.storage import s3
+from tfyard.storage.location import Location
+
+PARALLEL = 8   # objects downloaded at once
+PARTIAL = ".tfyard-partial-"   # a file being copied: NAME.tfyard-partial-XXXXXXXX
+
+
+def mirrored(place: Location, cache: str, flag: str) -> str:
+    """The local copy of the prefix `place`, brought up to date; a UserError when it holds
+    no files."""
+    entries = list(s3.listing(place, flag))
+    if not entries:
+        raise UserError(f"{flag} {place}: no files under this prefix; check the URL")
+    for entry in entries:
+        if ".." in entry.name.split("/") or entry.name.startswith("/"):
+            raise UserError(f"{flag} {place}: the object {entry.name!r} would land outside the "
+                            "copy (.. or a leading /); rename it in the bucket")
+    root = os.path.join(cache, place.scheme, place.bucket, *place.key.split("/"))
+    stale = [entry for entry in entries if not _current(os.path.join(root, entry.name), entry)]
+    client = s3.client()
+
+    def fetch(entry: s3.Entry) -> None:
+        target = os.path.join(root, entry.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        partial = f"{target}{PARTIAL}{uuid.uuid4().hex[:8]}"
+        s3.download(place.child(entry.name), partial, flag, client)
+        os.utime(partial, (entry.modified, entry.modified))
+        os.replace(partial, target)
+
+    try:
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            list(pool.map(fetch, stale))
+    except OSError as exc:
+        raise UserError(f"cannot copy {place} to {root} ({exc.strerror}); free space there or "
+                        "point --work_dir at a larger disk") from None
+    _remove_others(root, {entry.name for entry in entries})
+    return root
+
+
+def _current(path: str, entry: s3.Entry) -> bool:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return stat.st_size == entry.size and int(stat.st_mtime) == int(entry.modified)
+
+
+def _remove_others(root: str, names: set[str]) -> None:
+    """Remove local files the bucket no longer holds, and what killed copies left. A copy
+    running beside this one may be writing a partial file: one younger than an hour is kept."""
+    now = time.time()
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.relpath(path, root) in names:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if PARTIAL not in name or now - os.stat(path).st_ctime > 3600:
+                    os.remove(path)

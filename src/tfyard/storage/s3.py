@@ -1,0 +1,98 @@
+"""The S3 protocol, through boto3 (the `cloud` extra): AWS's own credential chain
+(environment, shared files, web identity), region and `AWS_ENDPOINT_URL_S3` /
+`AWS_ENDPOINT_URL` for any S3-compatible store. Each failure a user can fix is one line
+naming the URL and the fix, never the credentials."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+from tfyard.storage.location import Location
+
+# A wrong endpoint or a store that is down is named in seconds: a short connect timeout and
+# few attempts (botocore's standard mode backs off between them on transient errors).
+CONNECT_SECONDS = 5
+READ_SECONDS = 60
+ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One object under a prefix: its key relative to the prefix, size and modified time."""
+
+    name: str
+    size: int
+    modified: float
+
+
+def client():
+    """An S3 client configured by the standard AWS settings."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise UserError("s3:// paths need the cloud extra: pip install 'tfyard[cloud]'") from None
+    return boto3.session.Session().client("s3", config=Config(
+        connect_timeout=CONNECT_SECONDS, read_timeout=READ_SECONDS,
+        retries={"max_attempts": ATTEMPTS, "mode": "standard"}))
+
+
+def endpoint() -> str:
+    return (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            or "AWS's own")
+
+
+@contextlib.contextmanager
+def explained(url: Location | str, flag: str):
+    """Turn what boto3 raises into one line naming `flag`, `url` and the fix."""
+    from botocore import exceptions
+
+    try:
+        yield
+    except (exceptions.NoCredentialsError, exceptions.PartialCredentialsError):
+        raise UserError(f"{flag} {url}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+                        "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a web identity") from None
+    except (exceptions.EndpointConnectionError, exceptions.ConnectTimeoutError,
+            exceptions.ReadTimeoutError) as exc:
+        raise UserError(f"{flag} {url}: cannot reach the S3 endpoint {endpoint()} "
+                        f"({type(exc).__name__}); check AWS_ENDPOINT_URL_S3 and the "
+                        "network") from None
+    except exceptions.ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        raise UserError(f"{flag} {url}: {_reason(code, status)}") from None
+
+
+def _reason(code: str, status) -> str:
+    if code == "NoSuchBucket":
+        return "no such bucket; check the bucket name"
+    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
+                "InvalidToken"):
+        return (f"the store refused the AWS credentials ({code}); check AWS_ACCESS_KEY_ID, "
+                "AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN")
+    if code in ("AccessDenied", "403", "Forbidden") or status == 403:
+        return "access denied; give these credentials read (and for outputs, write) access"
+    return f"the store answered {code or status}; check the URL and the store"
+
+
+def listing(place: Location, flag: str) -> Iterator[Entry]:
+    """Every object under `place` (a prefix, read as a folder)."""
+    prefix = f"{place.key}/" if place.key else ""
+    s3 = client()
+    with explained(place, flag):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=place.bucket,
+                                                                 Prefix=prefix):
+            for item in page.get("Contents", []):
+                name = item["Key"][len(prefix):]
+                if name and not name.endswith("/"):
+                    yield Entry(name, item["Size"], item["LastModified"].timestamp())
+
+
+def download(place: Location, target: str, flag: str, s3=None) -> None:
+    """Copy the object `place` into the local file `target`."""
+    with explained(place, flag):
+        (s3 or client()).download_file(place.bucket, place.key, target)

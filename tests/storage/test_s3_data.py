@@ -1,0 +1,136 @@
+"""Data in an S3 bucket, on a real S3-protocol server: every format reads as it reads from
+disk, through a local copy that is kept equal to the prefix; train, evaluate and inspect
+take `s3://`; each fault a user can fix is one line naming it, never the credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.conftest import python_prints
+from tests.data.helpers import collect
+from tests.storage.conftest import SECRET, free_port, upload
+from tests.train.test_evaluate_splits import WRITERS
+from tfyard.cli import main
+from tfyard.data import build_dataset
+from tfyard.errors import UserError
+from tfyard.storage import readable_dir
+
+
+def test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket(s3, tmp_path):
+    source = tmp_path / "source"
+    (source / "nested").mkdir(parents=True)
+    (source / "a.bin").write_bytes(b"a" * 1000)
+    (source / "nested" / "b.bin").write_bytes(b"b" * 10)
+    upload(s3, source, "copies", "set")
+    work = tmp_path / "work"
+    local = readable_dir("s3://copies/set", str(work))
+    assert sorted(str(p.relative_to(local)) for p in work.rglob("*") if p.is_file()) == [
+        "a.bin", os.path.join("nested", "b.bin")]
+    assert open(os.path.join(local, "a.bin"), "rb").read() == b"a" * 1000
+    inode = os.stat(os.path.join(local, "a.bin")).st_ino
+    assert readable_dir("s3://copies/set/", str(work)) == local   # unchanged: not copied again
+    assert os.stat(os.path.join(local, "a.bin")).st_ino == inode
+
+    s3.put_object(Bucket="copies", Key="set/a.bin", Body=b"new")
+    s3.delete_object(Bucket="copies", Key="set/nested/b.bin")
+    partial = os.path.join(local, "a.bin.tfyard-partial-0a1b2c3d")   # a copy beside this one
+    open(partial, "w").close()
+    readable_dir("s3://copies/set", str(work))
+    assert os.path.exists(partial)
+    assert open(os.path.join(local, "a.bin"), "rb").read() == b"new"
+    assert not os.path.exists(os.path.join(local, "nested", "b.bin"))
+
+
+@pytest.mark.parametrize("name", sorted(set(WRITERS) - {"digits"}))
+def test_every_format_reads_from_a_bucket_as_from_disk(s3, tmp_path, name):
+    data = tmp_path / "data"
+    data.mkdir()
+    WRITERS[name](data)
+    upload(s3, data, "formats", name)
+    for split in ("train", "validation"):
+        here, there = (collect(build_dataset(name, split, place, batch_size=4, image_size=16,
+                                             evaluation=True, cache_dir=str(tmp_path / "work")))
+                       for place in (str(data), f"s3://formats/{name}"))
+        assert np.array_equal(here[0], there[0]) and np.array_equal(here[1], there[1])
+
+
+def test_train_evaluate_and_inspect_take_a_bucket(s3, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    WRITERS["cifar10"](data)
+    upload(s3, data, "runs-data", "cifar")
+    out = tmp_path / "out"
+    assert main(["train", "--dataset", "cifar10", "--data_dir", "s3://runs-data/cifar",
+                 "--model", "cifar_resnet8", "--image_size", "16", "--batch_size", "4",
+                 "--train_steps", "3", "--steps_per_loop", "3", "--num_gpus", "0", "--quiet",
+                 "--no_jit_compile", "--no_export", "--output_dir", str(out)]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["data_dir"] == "s3://runs-data/cifar"
+    capsys.readouterr()
+    assert main(["evaluate", "--output_dir", str(out)]) == 0   # the run's s3:// data again
+    assert "top1" in capsys.readouterr().out
+    assert main(["data", "inspect", "s3://runs-data/cifar", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["path"] == "s3://runs-data/cifar" and report["format"] == "cifar10"
+    assert report["splits"]["train"]["records"] == 10
+
+
+def _refused(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and SECRET not in err, err
+    return err
+
+
+def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsys,
+                                                monkeypatch):
+    upload(s3, tmp_path, "faults", "nothing")   # the bucket, holding no data
+    out = str(tmp_path / "out")
+
+    def train(url):
+        return ["train", "--dataset", "cifar10", "--data_dir", url, "--num_gpus", "0",
+                "--output_dir", out]
+
+    assert "no such bucket" in _refused(train("s3://no-bucket-here/cifar"), capsys)
+    assert "no files under this prefix" in _refused(train("s3://faults/empty"), capsys)
+    s3.put_object(Bucket="faults", Key="escape/../../outside", Body=b"x")
+    assert "would land outside the copy" in _refused(train("s3://faults/escape"), capsys)
+    assert "is not a valid s3:// URL" in _refused(train("s3://Not_A_Bucket/x"), capsys)
+    assert "is not a valid s3:// URL" in _refused(train("s3://"), capsys)
+    assert "unknown scheme ftp://" in _refused(train("ftp://host/data"), capsys)
+    assert "cannot be written to an S3 bucket yet" in _refused(
+        ["train", "--output_dir", "s3://faults/run", "--num_gpus", "0"], capsys)
+    assert "convert cannot write into an S3 bucket yet" in _refused(
+        ["data", "convert", "cifar10", str(tmp_path), "s3://faults/set"], capsys)
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    assert "cannot reach the S3 endpoint" in _refused(train("s3://faults/cifar"), capsys)
+    assert time.monotonic() - started < 30
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    assert "no AWS credentials found" in _refused(train("s3://faults/cifar"), capsys)
+    assert not os.path.exists(out)
+
+
+def test_s3_needs_the_cloud_extra_and_tfyard_alone_imports_none_of_it(tmp_path):
+    assert python_prints("import sys, tfyard.cli, tfyard.data, tfyard.storage; "
+                         "print('boto3' in sys.modules)") == "False"
+    code = ("import sys; sys.modules['boto3'] = None; from tfyard.cli import main; "
+            "sys.exit(main(['data', 'inspect', 's3://some-bucket/data']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("tfyard: error: s3:// paths need the cloud extra: pip "
+                                   "install 'tfyard[cloud]'")
+    with pytest.raises(UserError, match="unknown scheme"):
+        readable_dir("s4://x/y", None)
