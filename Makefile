@@ -9,9 +9,9 @@ VERSION := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PACKAGE := $(VENV)/.installed-package-$(VERSION)
 EVERYTHING := $(VENV)/.installed-everything-$(VERSION)
 PYTEST_ARGS ?=
-# `make test` runs the suite in one process; PYTEST_WORKERS=auto runs it on one pytest-xdist
-# worker a core (0.61x the time here; not yet the default: see docs/architecture.md).
-PYTEST_WORKERS ?= 0
+# `make test` spreads the suite over one pytest-xdist worker a core, each taking the next test
+# when it is free (`--dist worksteal`); PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= auto
 DEMO_ARGS ?=
 LEGS ?=
 # ci/matrix.sh passes uv's pip: the same installs, faster.

@@ -66,12 +66,26 @@ def check_writable(path: str, label: str, kind: str = "file") -> None:
         place = os.path.dirname(place)
     if not os.path.isdir(place):
         refuse(f"{place} is a file, not a directory")
-    probe = staging_name(os.path.join(place, "tfyard-probe"))
     try:
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        os.unlink(probe)
+        _probe(place)
     except OSError as exc:
         refuse(f"{place} cannot be written ({exc.strerror}); choose a writable place")
+
+
+def _probe(directory: str) -> None:
+    """Create a file in `directory` and let it go: an unnamed one where the system can
+    (O_TMPFILE), so a kill at this moment leaves nothing behind."""
+    unnamed = getattr(os, "O_TMPFILE", None)   # Linux
+    try:
+        if unnamed is not None:
+            os.close(os.open(directory, unnamed | os.O_WRONLY, 0o600))
+            return
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+    probe = staging_name(os.path.join(directory, "tfyard-probe"))
+    os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    os.unlink(probe)
 
 
 def _lock(descriptor: int) -> bool | None:
