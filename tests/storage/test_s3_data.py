@@ -20,7 +20,7 @@ from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.data import build_dataset
 from tfyard.errors import UserError
-from tfyard.storage import readable_dir
+from tfyard.storage import readable_dir, readable_path
 
 
 def test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket(s3, tmp_path):
@@ -48,6 +48,26 @@ def test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket(s3, tmp_path):
     assert not os.path.exists(os.path.join(local, "nested", "b.bin"))
 
 
+def test_a_file_a_checkpoint_prefix_or_a_folder_is_copied_alone(s3, tmp_path):
+    source = tmp_path / "source"
+    (source / "run" / "checkpoints").mkdir(parents=True)
+    names = ["ckpt-4.index", "ckpt-4.data-00000-of-00001", "ckpt-40.index", "w.h5"]
+    for name in names:
+        (source / "run" / "checkpoints" / name).write_text(name)
+    (source / "run" / "run.json").write_text("{}")
+    upload(s3, source, "weights", "runs")
+    work = str(tmp_path / "work")
+    prefix = readable_path("s3://weights/runs/run/checkpoints/ckpt-4", work, "--init")
+    folder = os.path.dirname(prefix)
+    assert sorted(os.listdir(folder)) == ["ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+    assert open(readable_path("s3://weights/runs/run/checkpoints/w.h5", work, "--init")
+                ).read() == "w.h5"
+    run = readable_path("s3://weights/runs/run", work, "--init")
+    assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == sorted(names)
+    with pytest.raises(UserError, match="^--init s3://weights/runs/nothing: no such object"):
+        readable_path("s3://weights/runs/nothing", work, "--init")
+
+
 @pytest.mark.parametrize("name", sorted(set(WRITERS) - {"digits"}))
 def test_every_format_reads_from_a_bucket_as_from_disk(s3, tmp_path, name):
     data = tmp_path / "data"
@@ -73,6 +93,15 @@ def test_train_evaluate_and_inspect_take_a_bucket(s3, tmp_path, capsys):
                  "--no_jit_compile", "--no_export", "--output_dir", str(out)]) == 0
     run = json.loads((out / "run.json").read_text())
     assert run["data_dir"] == "s3://runs-data/cifar"
+    upload(s3, out / "checkpoints", "runs-data", "first/checkpoints")
+    tuned = tmp_path / "tuned"
+    assert main(["train", "--dataset", "cifar10", "--data_dir", "s3://runs-data/cifar",
+                 "--model", "cifar_resnet8", "--image_size", "16", "--batch_size", "4",
+                 "--train_steps", "1", "--num_gpus", "0", "--quiet", "--no_jit_compile",
+                 "--no_export", "--output_dir", str(tuned), "--init_checkpoint",
+                 "s3://runs-data/first/checkpoints/ckpt-3"]) == 0
+    init = json.loads((tuned / "run.json").read_text())["init"]
+    assert init["source"] == "s3://runs-data/first/checkpoints/ckpt-3" and init["loaded"] > 0
     capsys.readouterr()
     assert main(["evaluate", "--output_dir", str(out)]) == 0   # the run's s3:// data again
     assert "top1" in capsys.readouterr().out

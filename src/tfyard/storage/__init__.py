@@ -12,20 +12,33 @@ import os
 
 from tfyard.storage.location import Location, location, scheme_of
 
-__all__ = ["Location", "default_cache", "location", "readable_dir", "scheme_of"]
+__all__ = ["Location", "default_cache", "location", "readable_dir", "readable_path",
+           "scheme_of"]
 
 
 def readable_dir(path: str, work_dir: str | None, flag: str = "--data_dir") -> str:
-    """A directory TensorFlow and the readers can open for `path`: `path` itself when it is
-    local or TensorFlow opens its scheme, else its copy on local disk under `work_dir`."""
+    """A directory TensorFlow and the readers can open for `path`: `path` itself unless it
+    is in an S3 bucket, else its copy on local disk under `work_dir`, kept equal to the
+    prefix."""
+    return _local(path, work_dir, flag, "mirrored")
+
+
+def readable_path(path: str, work_dir: str | None, flag: str) -> str:
+    """A local path for the file, checkpoint prefix or folder `path` names: `path` itself
+    unless it is in an S3 bucket, else its copy on local disk under `work_dir`."""
+    return _local(path, work_dir, flag, "copied")
+
+
+def _local(path: str, work_dir: str | None, flag: str, copy: str) -> str:
     if scheme_of(path) is None:
         return path
     place = location(path, flag)
     if place.scheme != "s3":
         return path
-    from tfyard.storage.mirror import mirrored
+    from tfyard.storage import mirror
 
-    return mirrored(place, os.path.join(work_dir or default_cache(), "bucket-data"), flag)
+    return getattr(mirror, copy)(place, os.path.join(work_dir or default_cache(),
+                                                     "bucket-data"), flag)
 
 
 def default_cache() -> str:

@@ -25,16 +25,36 @@ PARTIAL = ".tfyard-partial-"   # a file being copied: NAME.tfyard-partial-XXXXXX
 
 
 def mirrored(place: Location, cache: str, flag: str) -> str:
-    """The local copy of the prefix `place`, brought up to date; a UserError when it holds
-    no files."""
+    """The local copy of the prefix `place`, read as a folder, brought up to date and holding
+    nothing else; a UserError when the prefix holds no files."""
     entries = list(s3.listing(place, flag))
     if not entries:
         raise UserError(f"{flag} {place}: no files under this prefix; check the URL")
+    root = _fetched(place, entries, cache, flag)
+    _remove_others(root, {entry.name for entry in entries})
+    return root
+
+
+def copied(place: Location, cache: str, flag: str) -> str:
+    """The local path of what `place` names, copied: the object KEY, the objects KEY.* (a
+    checkpoint prefix's files) and the objects under KEY/ (a folder)."""
+    parent, _, base = place.key.rpartition("/")
+    folder = Location(place.scheme, place.bucket, parent)
+    entries = [entry for entry in s3.listing(folder, flag, beginning=base)
+               if entry.name == base or entry.name.startswith((f"{base}.", f"{base}/"))]
+    if not entries:
+        raise UserError(f"{flag} {place}: no such object or prefix in the bucket; check the URL")
+    return os.path.join(_fetched(folder, entries, cache, flag), base)
+
+
+def _fetched(folder: Location, entries: list[s3.Entry], cache: str, flag: str) -> str:
+    """Download the `entries` of `folder` that the local copy lacks or holds in another
+    version; returns the copy's root."""
     for entry in entries:
         if ".." in entry.name.split("/") or entry.name.startswith("/"):
-            raise UserError(f"{flag} {place}: the object {entry.name!r} would land outside the "
+            raise UserError(f"{flag} {folder}: the object {entry.name!r} would land outside the "
                             "copy (.. or a leading /); rename it in the bucket")
-    root = os.path.join(cache, place.scheme, place.bucket, *place.key.split("/"))
+    root = os.path.join(cache, folder.scheme, folder.bucket, *folder.key.split("/"))
     stale = [entry for entry in entries if not _current(os.path.join(root, entry.name), entry)]
     client = s3.client()
 
@@ -42,7 +62,7 @@ def mirrored(place: Location, cache: str, flag: str) -> str:
         target = os.path.join(root, entry.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         partial = f"{target}{PARTIAL}{uuid.uuid4().hex[:8]}"
-        s3.download(place.child(entry.name), partial, flag, client)
+        s3.download(folder.child(entry.name), partial, flag, client)
         os.utime(partial, (entry.modified, entry.modified))
         os.replace(partial, target)
 
@@ -50,9 +70,8 @@ def mirrored(place: Location, cache: str, flag: str) -> str:
         with ThreadPoolExecutor(PARALLEL) as pool:
             list(pool.map(fetch, stale))
     except OSError as exc:
-        raise UserError(f"cannot copy {place} to {root} ({exc.strerror}); free space there or "
+        raise UserError(f"cannot copy {folder} to {root} ({exc.strerror}); free space there or "
                         "point --work_dir at a larger disk") from None
-    _remove_others(root, {entry.name for entry in entries})
     return root
 
 

@@ -79,13 +79,14 @@ def _reason(code: str, status) -> str:
     return f"the store answered {code or status}; check the URL and the store"
 
 
-def listing(place: Location, flag: str) -> Iterator[Entry]:
-    """Every object under `place` (a prefix, read as a folder)."""
+def listing(place: Location, flag: str, beginning: str = "") -> Iterator[Entry]:
+    """Every object under `place` (a prefix, read as a folder) whose name there starts with
+    `beginning`."""
     prefix = f"{place.key}/" if place.key else ""
     s3 = client()
     with explained(place, flag):
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=place.bucket,
-                                                                 Prefix=prefix):
+                                                                 Prefix=prefix + beginning):
             for item in page.get("Contents", []):
                 name = item["Key"][len(prefix):]
                 if name and not name.endswith("/"):

@@ -106,7 +106,7 @@ def initialize(model, options, head) -> tuple[dict, str]:
     """Assign the source's weights to `model`; (run.json's record, the report's words)."""
     excluded = freezing.select_layers(model, options.init_exclude, "--init_exclude") \
         if options.init_exclude else set()
-    with open_source(options.init_checkpoint) as source:
+    with open_source(options.init_checkpoint, options.work_dir) as source:
         match = match_weights(model, source, head, excluded, options.init_fresh_head)
         refuse_misfit(model, source, match, options.init_allow_missing)
         for weight, key in match.load:

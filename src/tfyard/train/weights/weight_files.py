@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfyard.errors import UserError, plain_op_error
+from tfyard.storage import readable_path
 from tfyard.train.rundir.directory import CHECKPOINTS, RunDirectory, checkpoint_paths
 
 FLAG = "--init_checkpoint"
@@ -61,9 +62,10 @@ class Source:
 
 
 @contextlib.contextmanager
-def open_source(given: str) -> Iterator[Source]:
-    """The weights at `given` (any form in the module docstring), open while in use."""
-    path = os.path.abspath(os.path.expanduser(given))
+def open_source(given: str, work_dir: str | None = None) -> Iterator[Source]:
+    """The weights at `given` (any form in the module docstring), open while in use; in an
+    S3 bucket, read from their copy under `work_dir`."""
+    path = os.path.abspath(os.path.expanduser(readable_path(given, work_dir, FLAG)))
     if os.path.isdir(path):
         yield _checkpoint(given, _newest_checkpoint(given, path))
     elif os.path.exists(path + ".index"):
