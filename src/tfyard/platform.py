@@ -45,8 +45,9 @@ class Platform:
 
 
 def is_remote(path: str) -> bool:
-    """True for tf.io.gfile schemes such as gs:// or hdfs://."""
-    return "://" in path
+    """True for a path with a scheme (s3://, gs://, hdfs://): `tfyard.storage` says where
+    it lives."""
+    return storage.scheme_of(path) is not None
 
 
 def visible_gpus() -> int:
