@@ -19,8 +19,8 @@ from tfyard.flags import rename_flags
 FLAGS = ("data_dir", "output_dir", "work_dir", "log_dir", "num_gpus")
 
 _HELP = {
-    "data_dir": "where the input data lives (env TFYARD_DATA_DIR; default: none, the "
-    "dataset decides)",
+    "data_dir": "where the input data lives: a directory, or s3://BUCKET/PREFIX (copied to "
+    "--work_dir first; tfyard[cloud]) (env TFYARD_DATA_DIR; default: none, the dataset decides)",
     "output_dir": "where checkpoints, logs, metrics and exports go (env TFYARD_OUTPUT_DIR; "
     "default: ./output)",
     "work_dir": "scratch space for caches and temporary files (env TFYARD_WORK_DIR; "
