@@ -21,12 +21,15 @@ finite checkpoints for newer finite ones.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import logging
 import math
 import os
 import shutil
 import tempfile
+import time
 
 import tensorflow as tf
 
@@ -98,12 +101,40 @@ def restore_newest(checkpoint: tf.train.Checkpoint, directory: str, check=None) 
     return None
 
 
+PRIVATE = "tfyard-ckpt-"   # PRIVATE<pid>-XXXXXXXX in the system's temporary directory
+ABANDONED_SECONDS = 3600
+
+
+def private_directory() -> str:
+    """The checkpoint folder of a member that writes no files (the collective save still
+    needs it to save). Those that killed members left, whose process is gone and that were
+    untouched for an hour, are removed first."""
+    root = tempfile.gettempdir()
+    for path in glob.glob(os.path.join(glob.escape(root), f"{PRIVATE}*-*")):
+        owner = os.path.basename(path)[len(PRIVATE):].partition("-")[0]
+        with contextlib.suppress(OSError):
+            if owner.isdigit() and not _alive(int(owner)) and \
+                    time.time() - os.path.getmtime(path) > ABANDONED_SECONDS:
+                shutil.rmtree(path, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{PRIVATE}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True   # another user's
+    return True
+
+
 class Checkpoints:
     def __init__(self, directory: str, writes_files: bool, max_to_keep: int, *,
                  settings: dict | None = None, **trackables):
         self.directory = directory
         self.settings = settings  # written beside each save to checkpoints/
-        self._own_dir = directory if writes_files else tempfile.mkdtemp(prefix="tfyard-ckpt-")
+        self._own_dir = directory if writes_files else private_directory()
         self.checkpoint = tf.train.Checkpoint(**trackables)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._own_dir,
                                                   max_to_keep=max_to_keep)
