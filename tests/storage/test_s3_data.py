@@ -90,9 +90,11 @@ def test_train_evaluate_and_inspect_take_a_bucket(s3, tmp_path, capsys):
     assert main(["train", "--dataset", "cifar10", "--data_dir", "s3://runs-data/cifar",
                  "--model", "cifar_resnet8", "--image_size", "16", "--batch_size", "4",
                  "--train_steps", "3", "--steps_per_loop", "3", "--num_gpus", "0", "--quiet",
-                 "--no_jit_compile", "--no_export", "--output_dir", str(out)]) == 0
+                 "--no_jit_compile", "--no_export", "--skip_corrupt", "--output_dir",
+                 str(out)]) == 0
     run = json.loads((out / "run.json").read_text())
     assert run["data_dir"] == "s3://runs-data/cifar"
+    assert json.loads((out / "summary.json").read_text())["skipped_records"] == 0
     upload(s3, out / "checkpoints", "runs-data", "first/checkpoints")
     tuned = tmp_path / "tuned"
     assert main(["train", "--dataset", "cifar10", "--data_dir", "s3://runs-data/cifar",

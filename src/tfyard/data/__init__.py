@@ -22,14 +22,8 @@ __all__ = ["DATASETS", "DatasetInfo", "Preprocessing", "build_dataset", "checked
 
 def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,
                  **options) -> DatasetInfo:
-    return reader(name).info(canonical(name), _local(data_dir, cache_dir), cache_dir=cache_dir,
-                             **options)
-
-
-def _local(data_dir: str | None, cache_dir: str | None) -> str | None:
-    """The directory the readers open: `data_dir`, or its copy on local disk when it is in
-    an S3 bucket (`tfyard.storage`)."""
-    return readable_dir(data_dir, cache_dir) if data_dir else data_dir
+    return reader(name).info(canonical(name), readable_dir(data_dir, cache_dir),
+                             cache_dir=cache_dir, **options)
 
 
 def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_size: int,
@@ -74,7 +68,7 @@ def build_dataset(name: str, split: str, data_dir: str | None = None, *, batch_s
     # The input functions are plain graph code: built without AutoGraph, every process
     # saves the second or so it spends converting them from source.
     return tf.autograph.experimental.do_not_convert(module.build)(
-        name, _local(data_dir, cache_dir), request)
+        name, readable_dir(data_dir, cache_dir), request)
 
 
 @contextlib.contextmanager
@@ -93,8 +87,7 @@ def checked(name: str, data_dir: str | None = None, split: str = "train",
     except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as exc:
         from tfyard.data.inspect import first_problem
 
-        problem = first_problem(name, _local(data_dir, cache_dir), split_name(split),
-                                cache_dir=cache_dir)
+        problem = first_problem(name, data_dir, split_name(split), cache_dir=cache_dir)
         if problem is None:  # the data is fine: not a data error, keep the traceback
             raise
         raise UserError(f"{problem}; fix or re-convert the data, or pass --skip_corrupt to "

@@ -67,7 +67,8 @@ def inspect(path: str, verify: bool = False, name: str | None = None) -> dict:
 
 def problems(name: str, data_dir: str | None, split: str, cache_dir: str | None = None):
     """The unusable records of a split (full decode), in order."""
-    records = reader(name).scan(name, data_dir, split, decode=True, cache_dir=cache_dir)
+    records = reader(name).scan(name, readable_dir(data_dir, cache_dir), split, decode=True,
+                                cache_dir=cache_dir)
     return (r for r in records if r.problem)
 
 

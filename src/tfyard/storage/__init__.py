@@ -16,10 +16,10 @@ __all__ = ["Location", "default_cache", "location", "readable_dir", "readable_pa
            "scheme_of"]
 
 
-def readable_dir(path: str, work_dir: str | None, flag: str = "--data_dir") -> str:
+def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir") -> str | None:
     """A directory TensorFlow and the readers can open for `path`: `path` itself unless it
-    is in an S3 bucket, else its copy on local disk under `work_dir`, kept equal to the
-    prefix."""
+    is in an S3 bucket (None stays None), else its copy on local disk under `work_dir`, kept
+    equal to the prefix."""
     return _local(path, work_dir, flag, "mirrored")
 
 
@@ -29,8 +29,8 @@ def readable_path(path: str, work_dir: str | None, flag: str) -> str:
     return _local(path, work_dir, flag, "copied")
 
 
-def _local(path: str, work_dir: str | None, flag: str, copy: str) -> str:
-    if scheme_of(path) is None:
+def _local(path: str | None, work_dir: str | None, flag: str, copy: str) -> str | None:
+    if path is None or scheme_of(path) is None:
         return path
     place = location(path, flag)
     if place.scheme != "s3":

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from tfyard.data import build_dataset, checked, dataset_info
 from tfyard.errors import UserError
+from tfyard.storage import readable_dir
 from tfyard.train.task import usercode
 
 
@@ -35,7 +36,9 @@ class RegistryInput:
 
     def __init__(self, options, plat):
         self.options, self.plat = options, plat
-        self.info = dataset_info(options.dataset, plat.data_dir, cache_dir=plat.work_dir)
+        # the data's directory on local disk, copied once where it is in a bucket
+        self.data_dir = readable_dir(plat.data_dir, plat.work_dir)
+        self.info = dataset_info(options.dataset, self.data_dir, cache_dir=plat.work_dir)
         self.name = self.info.name   # the canonical spelling (`folder` is `imagefolder`)
         self.num_classes = self.info.num_classes
         self.input_shape = model_input_shape(self.info.image_shape, options.image_size)
@@ -53,7 +56,7 @@ class RegistryInput:
     def train(self, context, start_step: int, global_batch: int, seed: int | None):
         o = self.options
         return build_dataset(
-            o.dataset, "train", self.plat.data_dir,
+            o.dataset, "train", self.data_dir,
             batch_size=context.get_per_replica_batch_size(global_batch),
             image_size=self.input_shape[0], dtype=o.dtype, input_context=context, seed=seed,
             start_example=start_step * global_batch, global_batch=global_batch,
@@ -64,7 +67,7 @@ class RegistryInput:
     def evaluation(self, context, per_replica_batch: int, split: str = "validation"):
         o = self.options
         return build_dataset(
-            o.dataset, split, self.plat.data_dir, batch_size=per_replica_batch,
+            o.dataset, split, self.data_dir, batch_size=per_replica_batch,
             image_size=self.input_shape[0], dtype=o.dtype, input_context=context,
             label_offset=o.label_offset, data_threads=o.data_threads,
             skip_corrupt=o.skip_corrupt, cache_dir=self.plat.work_dir, evaluation=True)
@@ -77,7 +80,7 @@ class RegistryInput:
 
     def checked(self, split: str):
         """Data errors while iterating become one line naming the file and record."""
-        return checked(self.name, self.plat.data_dir, split, cache_dir=self.plat.work_dir)
+        return checked(self.name, self.data_dir, split, cache_dir=self.plat.work_dir)
 
 
 @dataclass(frozen=True)
