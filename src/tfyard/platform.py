@@ -107,9 +107,7 @@ def resolve(
     elif data is not None and not os.path.isdir(data):
         raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
     for flag, path in (("--output_dir", output), ("--work_dir", work), ("--log_dir", logs)):
-        if is_remote(path) and storage.location(path, flag).scheme == "s3":
-            raise UserError(f"{flag} {path}: a run cannot be written to an S3 bucket yet; give "
-                            "a local directory (or gs://)")
+        storage.refuse_s3_run(path, flag, "written to")
     platform = Platform(
         data_dir=_absolute(data) if data else None,
         output_dir=_absolute(output),

@@ -138,6 +138,9 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
     assert "unknown scheme ftp://" in _refused(train("ftp://host/data"), capsys)
     assert "cannot be written to an S3 bucket yet" in _refused(
         ["train", "--output_dir", "s3://faults/run", "--num_gpus", "0"], capsys)
+    for command in (["evaluate"], ["plot"], ["predict", str(tmp_path)]):
+        assert "a run cannot be read from an S3 bucket yet" in _refused(
+            [command[0], "--output_dir", "s3://faults/run", *command[1:]], capsys)
     assert "convert cannot write into an S3 bucket yet" in _refused(
         ["data", "convert", "cifar10", str(tmp_path), "s3://faults/set"], capsys)
 

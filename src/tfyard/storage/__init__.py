@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 
+from tfyard.errors import UserError
 from tfyard.storage.location import Location, location, scheme_of
 
 __all__ = ["Location", "default_cache", "location", "readable_dir", "readable_path",
-           "scheme_of"]
+           "refuse_s3_run", "scheme_of"]
 
 
 def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir") -> str | None:
@@ -39,6 +40,14 @@ def _local(path: str | None, work_dir: str | None, flag: str, copy: str) -> str 
 
     return getattr(mirror, copy)(place, os.path.join(work_dir or default_cache(),
                                                      "bucket-data"), flag)
+
+
+def refuse_s3_run(path: str, flag: str, verb: str) -> None:
+    """A run directory or model in an S3 bucket is one line until the run directory's seam
+    has a bucket backend; a local path or one TensorFlow opens passes."""
+    if scheme_of(path) is not None and location(path, flag).scheme == "s3":
+        raise UserError(f"{flag} {path}: a run cannot be {verb} an S3 bucket yet; give a local "
+                        "directory (or gs://)")
 
 
 def default_cache() -> str:
