@@ -107,7 +107,7 @@ def resolve(
     elif data is not None and not os.path.isdir(data):
         raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
     for flag, path in (("--output_dir", output), ("--work_dir", work), ("--log_dir", logs)):
-        storage.refuse_s3_run(path, flag, "written to")
+        storage.refuse_s3(path, flag, "a run cannot be written to")
     platform = Platform(
         data_dir=_absolute(data) if data else None,
         output_dir=_absolute(output),

@@ -28,6 +28,7 @@ import shutil
 import uuid
 
 from tfyard.errors import UserError
+from tfyard.storage import refuse_s3
 
 TMP = ".tmp-"
 RENAME_EXCHANGE = 2   # linux/fs.h
@@ -48,6 +49,7 @@ def check_writable(path: str, label: str, kind: str = "file") -> None:
     """Refuse in one line, before any work, an output that cannot be written. `kind`: "file"
     (replaced whole; its directory must exist), "directory" (replaced whole) or "into" (a
     directory written into); the directories missing above those two are created later."""
+    refuse_s3(path, label, "tfyard cannot write into")
     if _remote(path):
         return   # an object store says so on the first write; probing it costs a round trip
     path = os.path.abspath(os.path.expanduser(path))

@@ -20,6 +20,8 @@ from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.data import build_dataset
 from tfyard.errors import UserError
+from tfyard.predict.inputs import check as check_inputs
+from tfyard.replace import check_writable
 from tfyard.storage import readable_dir, readable_path
 
 
@@ -141,6 +143,12 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
     for command in (["evaluate"], ["plot"], ["predict", str(tmp_path)]):
         assert "a run cannot be read from an S3 bucket yet" in _refused(
             [command[0], "--output_dir", "s3://faults/run", *command[1:]], capsys)
+    with pytest.raises(UserError, match="^INPUT s3://faults/images: predict cannot read "
+                       "images from an S3 bucket yet"):
+        check_inputs(["s3://faults/images"])
+    with pytest.raises(UserError, match="^--output s3://faults/rows.csv: tfyard cannot write "
+                       "into an S3 bucket yet"):
+        check_writable("s3://faults/rows.csv", "--output")
     assert "convert cannot write into an S3 bucket yet" in _refused(
         ["data", "convert", "cifar10", str(tmp_path), "s3://faults/set"], capsys)
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 
 from tfyard.data.images import IMAGE_EXTENSIONS, is_image, walk_images
 from tfyard.errors import UserError
+from tfyard.storage import refuse_s3
 
 
 def lists(entry: str) -> bool:
@@ -43,6 +44,7 @@ def check(inputs: Iterable[str]) -> list[str]:
     if not inputs:
         raise UserError("no INPUT given; name image files, folders or glob patterns")
     for entry in inputs:
+        refuse_s3(entry, "INPUT", "predict cannot read images from")
         if next(_expand(entry), None) is None:
             what = ("holds no images" if os.path.isdir(entry) else "matches no images"
                     if glob.has_magic(entry) else "does not exist")

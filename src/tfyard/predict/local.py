@@ -20,7 +20,7 @@ from tfyard.predict.options import PredictOptions, flag
 from tfyard.predict.rows import COLUMNS
 from tfyard.predict.writers import format_of, table
 from tfyard.replace import check_writable
-from tfyard.storage import refuse_s3_run
+from tfyard.storage import refuse_s3
 
 TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
 
@@ -36,7 +36,7 @@ def _exists(path: str) -> bool:
 def locate(run: str) -> str:
     """The SavedModel of `run`: a run directory, its export/, or a SavedModel itself;
     checked before TensorFlow loads, so a wrong path answers at once."""
-    refuse_s3_run(run, "--output_dir", "read from")
+    refuse_s3(run, "--output_dir", "a run cannot be read from")
     for candidate in (run, os.path.join(run, "saved_model"),
                       os.path.join(run, "export", "saved_model")):
         if _exists(os.path.join(candidate, "saved_model.pb")):

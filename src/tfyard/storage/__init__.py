@@ -14,7 +14,7 @@ from tfyard.errors import UserError
 from tfyard.storage.location import Location, location, scheme_of
 
 __all__ = ["Location", "default_cache", "location", "readable_dir", "readable_path",
-           "refuse_s3_run", "scheme_of"]
+           "refuse_s3", "scheme_of"]
 
 
 def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir") -> str | None:
@@ -42,12 +42,11 @@ def _local(path: str | None, work_dir: str | None, flag: str, copy: str) -> str 
                                                      "bucket-data"), flag)
 
 
-def refuse_s3_run(path: str, flag: str, verb: str) -> None:
-    """A run directory or model in an S3 bucket is one line until the run directory's seam
-    has a bucket backend; a local path or one TensorFlow opens passes."""
+def refuse_s3(path: str, flag: str, doing: str) -> None:
+    """What tfyard cannot yet do with an S3 bucket (`doing`: "a run cannot be read from") is
+    one line naming `flag`; a local path or one TensorFlow opens passes."""
     if scheme_of(path) is not None and location(path, flag).scheme == "s3":
-        raise UserError(f"{flag} {path}: a run cannot be {verb} an S3 bucket yet; give a local "
-                        "directory (or gs://)")
+        raise UserError(f"{flag} {path}: {doing} an S3 bucket yet; give a local path (or gs://)")
 
 
 def default_cache() -> str:

@@ -18,7 +18,7 @@ import time
 
 from tfyard.platform import is_remote
 from tfyard.replace import recover_all, replacing_directory, replacing_file
-from tfyard.storage import refuse_s3_run
+from tfyard.storage import refuse_s3
 
 
 class LocalFiles:
@@ -155,5 +155,5 @@ class TensorFlowFiles(LocalFiles):
 
 def files_for(path: str) -> LocalFiles:
     """The file operations for `path`: by its scheme, local disk when it has none."""
-    refuse_s3_run(path, "--output_dir", "read from")
+    refuse_s3(path, "--output_dir", "a run cannot be read from")
     return TensorFlowFiles() if is_remote(path) else LocalFiles()
