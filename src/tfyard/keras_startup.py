@@ -1,18 +1,20 @@
-"""Keras imports scikit-learn and matplotlib.pyplot at start-up, only for its sklearn
-wrappers and its image-gallery plot, which tfyard never uses: ~2-3 s of the ~8 s every
-TensorFlow process of `tfyard` spends importing on a 2-core machine.
+"""Keras imports scikit-learn, matplotlib.pyplot and pandas at start-up, only for its sklearn
+wrappers, its image-gallery plot and `fit`/`predict` on DataFrames, none of which tfyard
+uses: ~2-3 s of the ~8 s every TensorFlow process of `tfyard` spends importing on a 2-core
+machine (pandas alone ~0.3 s).
 
-`skip_optional_imports()` (the CLI calls it) makes those two imports fail while `keras`
-itself is being imported, as if they were not installed, which Keras handles by leaving
-those helpers off. Once Keras is loaded both import normally (the digits reader and
-`tfyard plot` need them). Library users who import Keras first are not affected.
+`skip_optional_imports()` (the CLI calls it) makes those imports fail while `keras` itself
+is being imported, as if they were not installed, which Keras handles by leaving those
+helpers off. Once Keras is loaded they import normally (the digits reader, `tfyard plot`
+and Spark's pandas batches need them). Library users who import Keras first are not
+affected.
 """
 
 from __future__ import annotations
 
 import sys
 
-KERAS_OPTIONAL = frozenset({"sklearn", "matplotlib"})
+KERAS_OPTIONAL = frozenset({"sklearn", "matplotlib", "pandas"})
 
 
 def _keras_importing() -> bool:
