@@ -15,19 +15,23 @@ PYTEST_WORKERS ?= auto
 DEMO_ARGS ?=
 LEGS ?=
 # Installs go through uv, which the venv gets first: the same packages pip would install, in
-# ~15 s instead of ~70 s for every extra with a warm cache. ci/matrix.sh passes its own uv.
+# ~30 s instead of ~70 s for every extra with a warm cache. ci/matrix.sh passes its own uv.
+# Compiled to bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set, an uncompiled
+# TensorFlow is compiled again by every process (~4 s of CPU each).
 PIP ?= $(BIN)/uv pip
+INSTALL := UV_COMPILE_BYTECODE=1 $(PIP) install --quiet --python $(BIN)/python
 # The quick slice (`make quick`, ~1 CPU-minute): what differs between versions (compat's
 # shims, fused batch norm), the Ray and Spark launch plans, one short training run (its
-# outputs, exports and plots), predict's csv, jsonl and parquet, and a bucket's copy (boto3
-# against moto's S3 server).
+# outputs, exports and plots), predict's csv, jsonl and parquet, a bucket's copy and a run's
+# lease in a bucket (boto3 against moto's S3 server: copies, conditional writes).
 QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_optional.py \
     tests/launch/test_spark_plan.py \
     tests/train/test_single_process.py::test_every_output_exists_and_parses \
     tests/train/test_single_process.py::test_exports_reload_with_the_same_predictions \
     tests/train/test_single_process.py::test_plot_writes_curves \
     tests/predict/test_outputs.py::test_each_format_is_written_whole \
-    tests/storage/test_s3_data.py::test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket
+    tests/storage/test_s3_data.py::test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket \
+    tests/storage/test_s3_runs.py::test_the_bucket_lease_is_one_writer_through_conditional_writes
 
 .PHONY: demo test quick matrix lint bench clean
 
@@ -36,11 +40,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet uv
 
 $(PACKAGE): $(BIN)/python pyproject.toml
-	$(PIP) install --quiet --python $(BIN)/python -e .
+	$(INSTALL) -e .
 	rm -f $(VENV)/.installed-package-* && touch $@
 
 $(EVERYTHING): $(BIN)/python pyproject.toml
-	$(PIP) install --quiet --python $(BIN)/python -e '.[test,spark,ray,dev,parquet,cloud]'
+	$(INSTALL) -e '.[test,spark,ray,dev,parquet,cloud]'
 	rm -f $(VENV)/.installed-* && touch $(PACKAGE) $@
 
 demo: $(PACKAGE)

@@ -21,10 +21,12 @@ FLAGS = ("data_dir", "output_dir", "work_dir", "log_dir", "num_gpus")
 _HELP = {
     "data_dir": "where the input data lives: a directory, or s3://BUCKET/PREFIX (copied to "
     "--work_dir first; tfyard[cloud]) (env TFYARD_DATA_DIR; default: none, the dataset decides)",
-    "output_dir": "where checkpoints, logs, metrics and exports go (env TFYARD_OUTPUT_DIR; "
-    "default: ./output)",
-    "work_dir": "scratch space for caches and temporary files (env TFYARD_WORK_DIR; "
-    "default: <output_dir>/work)",
+    "output_dir": "where checkpoints, logs, metrics and exports go: a directory, or "
+    "s3://BUCKET/PREFIX (written to a copy under --work_dir, uploaded in the background; "
+    "tfyard[cloud]) (env TFYARD_OUTPUT_DIR; default: ./output)",
+    "work_dir": "local scratch space for caches, temporary files and the copy of a run in a "
+    "bucket (env TFYARD_WORK_DIR; default: <output_dir>/work, or ~/.cache/tfyard/work/... "
+    "for a run in a bucket)",
     "log_dir": "TensorBoard summaries (env TFYARD_LOG_DIR; default: <output_dir>/logs)",
     "num_gpus": "GPUs to train on (env TFYARD_NUM_GPUS; default: all visible)",
 }
@@ -39,9 +41,16 @@ class Platform:
     work_dir: str
     log_dir: str
     num_gpus: int
+    # For a run in a bucket: its URL, whose local copy `output_dir` is (under `work_dir`).
+    output_url: str | None = None
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields as run.json records them: a run in a bucket by its URL, and its copy."""
+        fields = asdict(self)
+        url = fields.pop("output_url")
+        if url is not None:
+            fields["output_copy"], fields["output_dir"] = fields["output_dir"], url
+        return fields
 
 
 def is_remote(path: str) -> bool:
@@ -93,8 +102,13 @@ def resolve(
 
     data = pick(data_dir, "data_dir")
     output = pick(output_dir, "output_dir") or "output"
-    work = pick(work_dir, "work_dir") or _join(output, "work")
-    logs = pick(log_dir, "log_dir") or _join(output, "logs")
+    work, logs = pick(work_dir, "work_dir"), pick(log_dir, "log_dir")
+    url = None
+    if storage.in_s3(output, "--output_dir"):
+        url, work = output, _local_work(output, work)
+        output, logs = storage.run_copy(output, work), _in_run_copy(logs, url, output)
+    work = work or _join(output, "work")
+    logs = logs or _join(output, "logs")
     gpus_raw = pick(num_gpus, "num_gpus")
     if gpus_raw is None:
         gpus = visible_gpus()
@@ -106,19 +120,40 @@ def resolve(
         storage.location(data, source)   # a malformed URL or unknown scheme: before any work
     elif data is not None and not os.path.isdir(data):
         raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
-    for flag, path in (("--output_dir", output), ("--work_dir", work), ("--log_dir", logs)):
-        storage.refuse_s3(path, flag, "a run cannot be written to")
+    storage.refuse_s3(logs, "--log_dir", "a log dir apart from its run cannot be written to")
     platform = Platform(
         data_dir=_absolute(data) if data else None,
         output_dir=_absolute(output),
         work_dir=_absolute(work),
         log_dir=_absolute(logs),
         num_gpus=gpus,
+        output_url=url,
     )
     if create:
         for path in (platform.output_dir, platform.work_dir, platform.log_dir):
             make_dirs(path)
     return platform
+
+
+def _local_work(url: str, work: str | None) -> str:
+    """The work dir of a run in a bucket: local disk, the given one or one for that URL."""
+    if work is not None and is_remote(work):
+        raise UserError(f"--work_dir {work}: the work dir is local scratch space (it holds the "
+                        f"copy of {url} being written); give a local directory")
+    place = storage.location(url)
+    return work or os.path.join(storage.default_cache(), "work", place.scheme, place.bucket,
+                                *filter(None, place.key.split("/")))
+
+
+def _in_run_copy(logs: str | None, url: str, copy: str) -> str | None:
+    """--log_dir for a run in a bucket: a local path, or a place inside the run (its copy)."""
+    if logs is None or not is_remote(logs):
+        return logs
+    inside = os.path.relpath(logs.rstrip("/") + "/", url.rstrip("/") + "/")
+    if inside.startswith("..") or storage.scheme_of(inside) is not None:
+        raise UserError(f"--log_dir {logs}: a log dir in a bucket must be inside --output_dir "
+                        f"{url} (or leave it out: {url}/logs)")
+    return os.path.join(copy, inside)
 
 
 def _join(base: str, name: str) -> str:

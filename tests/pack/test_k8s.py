@@ -150,6 +150,32 @@ def test_without_volumes_the_header_names_the_flags_to_add(code_dir):
     assert "/data/output" in missing[1]
 
 
+def test_a_run_in_a_bucket_needs_no_output_volume_and_takes_credentials_from_a_secret(
+        code_dir, capsys):
+    header, manifest = _pack(code_dir, "2,1", "--data_volume", "pvc:imagenet", "--output_dir",
+                             "s3://team-runs/rn50/a/", "--credentials_secret", "s3-creds")
+    pod = manifest["items"][1]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    argv = container["command"][3:]
+    assert argv[argv.index("--output_dir") + 1] == "s3://team-runs/rn50/a"
+    assert [volume["name"] for volume in pod["volumes"]] == ["data"]
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    assert not any(line.startswith("No ") for line in header)
+    assert any(line.startswith("Output: s3://team-runs/rn50/a,") for line in header)
+    assert any("Secret s3-creds" in line for line in header)
+    capsys.readouterr()
+    pack = ["pack", "--code_path", str(code_dir), "--main", "train.py", "--image", "t/r:1"]
+    for extra, said in (
+            (["--k8s", "2", "--output_dir", "runs/a"], "a pod's own disk does not outlive it"),
+            (["--k8s", "2", "--output_dir", "s3://b-1/a", "--output_volume", "pvc:runs"],
+             "give one"),
+            (["--k8s", "2", "--credentials_secret", "Not_A_Name"], "is not a Secret's name"),
+            (["--output_dir", "s3://b-1/a"], "add --k8s WORKERS[,PS]")):
+        assert main([*pack, *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+
+
 def test_name_namespace_resources_and_the_kubectl_commands(code_dir):
     header, manifest = _pack(code_dir, "3,1", "--name", "rn50-a", "--namespace", "ml-team",
                              "--cpus", "7.5", "--memory", "30Gi", "--gpu")

@@ -24,6 +24,8 @@ VARIANTS = {
                       "output_volume": "pvc:runs"},
     "host_paths": {"k8s": "1", "cpus": "2", "data_volume": "host:/mnt/data",
                    "output_volume": "host:/mnt/nfs/runs"},
+    "bucket": {"k8s": "2,1", "data_volume": "pvc:imagenet", "output_dir": "s3://runs/rn50",
+               "credentials_secret": "s3-creds"},
 }
 
 

@@ -114,6 +114,19 @@ def test_train_evaluate_and_inspect_take_a_bucket(s3, tmp_path, capsys):
     assert report["path"] == "s3://runs-data/cifar" and report["format"] == "cifar10"
     assert report["splits"]["train"]["records"] == 10
 
+    convert = ["data", "convert", "cifar10", "s3://runs-data/cifar", "s3://runs-data/set",
+               "--shards", "2", "--workers", "1"]
+    assert main(convert) == 0   # from a bucket into a bucket
+    assert capsys.readouterr().out.startswith("train: 10 records, validation: ")
+    assert main(["data", "inspect", "s3://runs-data/set", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["format"] == "imagenet" and report["splits"]["train"]["records"] == 10
+    assert "already holds a converted set" in _refused(convert, capsys)
+    s3.put_object(Bucket="runs-data", Key="set/train-00009-of-00010", Body=b"stale")
+    assert main([*convert, "--overwrite"]) == 0   # the set replaced whole, the stale shard gone
+    assert "set/train-00009-of-00010" not in [
+        item["Key"] for item in s3.list_objects_v2(Bucket="runs-data", Prefix="set/")["Contents"]]
+
 
 def _refused(argv, capsys) -> str:
     assert main(argv) == 2
@@ -138,19 +151,23 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
     assert "is not a valid s3:// URL" in _refused(train("s3://Not_A_Bucket/x"), capsys)
     assert "is not a valid s3:// URL" in _refused(train("s3://"), capsys)
     assert "unknown scheme ftp://" in _refused(train("ftp://host/data"), capsys)
+    run = ["train", "--dataset", "digits", "--num_gpus", "0", "--output_dir"]
+    assert "no such bucket" in _refused([*run, "s3://no-bucket-here/run"], capsys)
+    assert "the work dir is local scratch space" in _refused(
+        [*run, "s3://faults/run", "--work_dir", "s3://faults/work"], capsys)
+    assert "must be inside --output_dir s3://faults/run" in _refused(
+        [*run, "s3://faults/run", "--log_dir", "s3://faults/logs"], capsys)
     assert "cannot be written to an S3 bucket yet" in _refused(
-        ["train", "--output_dir", "s3://faults/run", "--num_gpus", "0"], capsys)
+        [*run, out, "--log_dir", "s3://faults/logs"], capsys)
     for command in (["evaluate"], ["plot"], ["predict", str(tmp_path)]):
-        assert "a run cannot be read from an S3 bucket yet" in _refused(
+        assert "--output_dir s3://faults/run: no files under this prefix" in _refused(
             [command[0], "--output_dir", "s3://faults/run", *command[1:]], capsys)
-    with pytest.raises(UserError, match="^INPUT s3://faults/images: predict cannot read "
-                       "images from an S3 bucket yet"):
+    with pytest.raises(UserError, match="^INPUT s3://faults/images: --on spark and --on ray "
+                       "cannot read images from an S3 bucket yet"):
         check_inputs(["s3://faults/images"])
     with pytest.raises(UserError, match="^--output s3://faults/rows.csv: tfyard cannot write "
                        "into an S3 bucket yet"):
         check_writable("s3://faults/rows.csv", "--output")
-    assert "convert cannot write into an S3 bucket yet" in _refused(
-        ["data", "convert", "cifar10", str(tmp_path), "s3://faults/set"], capsys)
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{free_port()}")
     started = time.monotonic()

@@ -42,30 +42,57 @@ def register(commands) -> None:
 
 def run_convert(args) -> int:
     """Checks first, then the new set written beside DST and put in its place whole: a failed
-    or killed convert leaves DST as it was."""
+    or killed convert leaves DST as it was. Into an S3 bucket, the set is written to a local
+    folder first and uploaded once complete."""
     from tfyard import quiet
-    from tfyard.data.convert import CONVERTERS, check_destination
-    from tfyard.data.formats import canonical
-    from tfyard.errors import UserError
+    from tfyard.data.convert import check_destination
     from tfyard.replace import check_writable, replacing_directory
-    from tfyard.storage import readable_dir, scheme_of
+    from tfyard.storage import in_s3, readable_dir
 
-    if scheme_of(args.dst) == "s3":
-        raise UserError(f"destination {args.dst}: convert cannot write into an S3 bucket yet; "
-                        "convert to a local directory, then copy it (aws s3 sync)")
     args.src = readable_dir(args.src, None, "source")
-    check_destination(args.src, args.dst, args.overwrite)
-    check_writable(args.dst, "the destination", "directory")
-    quiet.install()  # now: the writer processes inherit the filtered stderr
-    args.source_format = canonical(args.source_format)
-    options = ({"validation_fraction": args.validation_fraction}
-               if args.source_format == "imagefolder" else {})
-    with replacing_directory(args.dst) as staging:
-        counts = CONVERTERS[args.source_format](args.src, staging, shards=args.shards,
-                                                workers=args.workers, **options)
+    if in_s3(args.dst, "destination"):
+        counts = _convert_into_bucket(args)
+    else:
+        check_destination(args.src, args.dst, args.overwrite)
+        check_writable(args.dst, "the destination", "directory")
+        quiet.install()  # now: the writer processes inherit the filtered stderr
+        with replacing_directory(args.dst) as staging:
+            counts = _converted(args, staging)
     print(", ".join(f"{split}: {n} records" for split, n in counts.items()) + f" -> {args.dst}")
     print(f"train on it with: tfyard train --dataset imagenet --data_dir {args.dst}")
     return 0
+
+
+def _converted(args, target: str) -> dict:
+    """Write the set of `args.src` into the folder `target`; the records of each split."""
+    from tfyard.data.convert import CONVERTERS
+    from tfyard.data.formats import canonical
+
+    source_format = canonical(args.source_format)
+    options = ({"validation_fraction": args.validation_fraction}
+               if source_format == "imagefolder" else {})
+    return CONVERTERS[source_format](args.src, target, shards=args.shards,
+                                     workers=args.workers, **options)
+
+
+def _convert_into_bucket(args) -> dict:
+    """Convert into a local folder under the cache, then upload it to the prefix `args.dst`
+    (its previous set, with --overwrite, replaced once the new one is there)."""
+    import os
+    import tempfile
+
+    from tfyard import quiet
+    from tfyard.data.convert import check_held
+    from tfyard.storage import default_cache, location, mirror
+
+    place = location(args.dst, "destination")
+    check_held(args.dst, mirror.top_names(place, "destination"), args.overwrite)
+    quiet.install()
+    os.makedirs(default_cache(), exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="convert-", dir=default_cache()) as staging:
+        counts = _converted(args, staging)
+        mirror.uploaded(staging, place, "destination")
+    return counts
 
 
 def run_inspect(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from tfyard import platform
 from tfyard.pack.spec import DATA_DIR, OUTPUT_DIR
 
 _EPILOG = """Writes into the code directory's parent (or --out): Dockerfile, .dockerignore,
@@ -52,6 +53,15 @@ def register(commands) -> None:
          help=f"with --k8s: mounted at {OUTPUT_DIR} (--output_dir); every member writes "
          "there, so it must be one volume that every pod can reach: a ReadWriteMany claim, or "
          "a host path shared by every node")
+    platform.add_platform_flag(
+        pack, "output_dir", metavar="s3://BUCKET/PREFIX",
+        help="with --k8s: the run goes to this bucket prefix instead of an output volume "
+        "(the chief writes a copy on its disk and uploads it; a restarted pod resumes from "
+        "the bucket)")
+    flag("credentials_secret", metavar="SECRET",
+         help="with --k8s: a Kubernetes Secret whose keys become each pod's environment, for "
+         "the bucket's credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+         "AWS_ENDPOINT_URL_S3, ...); never written into the manifest")
     flag("test_data_path", metavar="P", help="host data directory for the local test command")
     flag("test_output_path", metavar="P", help="host output directory for the local test")
     flag("build", action="store_true", help="run `docker build`")
@@ -71,7 +81,8 @@ def run_pack(args) -> int:
         test_data_path=args.test_data_path, test_output_path=args.test_output_path,
         registry_user=args.registry_user, name=args.name, namespace=args.namespace,
         cpus=args.cpus, memory=args.memory, data_volume=args.data_volume,
-        output_volume=args.output_volume,
+        output_volume=args.output_volume, output_dir=args.output_dir,
+        credentials_secret=args.credentials_secret,
     )
     check_writable(str(spec.out), "--out", "into")
     written, backups = write_context(spec, force=args.force)

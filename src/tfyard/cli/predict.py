@@ -51,28 +51,31 @@ def register(commands) -> None:
 
 
 def _predict(args) -> int:
-    options = from_args(args)
-    if args.on == "local":
-        from tfyard.predict.local import predict_files
+    from tfyard.storage import local_output
 
-        for flag in ("master", "address", "workers"):
-            if getattr(args, flag) is not None:
-                raise UserError(f"--{flag} needs --on spark or --on ray")
-        outcome = predict_files(args.output_dir, args.inputs, args.output, args.format, options)
-    else:
-        outcome = _predict_at_scale(args, options)
+    options = from_args(args)
+    with local_output(args.output, "--output") as output:   # a bucket's: uploaded at the end
+        if args.on == "local":
+            from tfyard.predict.local import predict_files
+
+            for flag in ("master", "address", "workers"):
+                if getattr(args, flag) is not None:
+                    raise UserError(f"--{flag} needs --on spark or --on ray")
+            outcome = predict_files(args.output_dir, args.inputs, output, args.format, options)
+        else:
+            outcome = _predict_at_scale(args, options, output)
     print(outcome.line(args.output), file=sys.stderr)
     return 0
 
 
-def _predict_at_scale(args, options):
+def _predict_at_scale(args, options, output):
     from tfyard import quiet
     from tfyard.predict import scale
 
     other = "address" if args.on == "spark" else "master"
     if getattr(args, other) is not None:
         raise UserError(f"--{other} is for --on {'ray' if other == 'address' else 'spark'}")
-    plan = scale.plan(args.output_dir, args.inputs, args.output, args.format, options)
+    plan = scale.plan(args.output_dir, args.inputs, output, args.format, options)
     quiet.install()  # now: the local engine's workers inherit the filtered stderr
     if args.on == "ray":
         from tfyard.launch.ray import ray_session

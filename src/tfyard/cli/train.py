@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from tfyard import platform
 from tfyard.train.options import (
@@ -56,12 +57,14 @@ def _train(args) -> int:
 
 
 def _evaluate(args) -> int:
+    from tfyard.storage import readable_dir
     from tfyard.train.rundir.directory import require_run
 
-    require_run(args.output_dir, args.export)  # before TensorFlow loads: a wrong dir is instant
+    run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
+    require_run(run, args.export)  # before TensorFlow loads: a wrong dir is instant
     from tfyard.train.evaluate import evaluate_output
 
-    result = evaluate_output(args.output_dir, args.split, args.export, args.data_dir)
+    result = evaluate_output(run, args.split, args.export, args.data_dir)
     print(json.dumps(result, indent=2))
     return 0
 
@@ -87,7 +90,16 @@ def _demo(args) -> int:
 
 
 def _plot(args) -> int:
+    from tfyard.storage import readable_dir, upload_file
     from tfyard.train.rundir.plot import plot_run
 
-    print(f"wrote {plot_run(args.output_dir)}")
+    run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
+    written = plot_run(run)
+    if run == args.output_dir:
+        print(f"wrote {written}")
+        return 0
+    url = f"{args.output_dir.rstrip('/')}/{os.path.basename(written)}"
+    upload_file(written, url, "--output_dir")
+    print(f"wrote {url} (and {written}); TensorBoard reads the copy: tensorboard --logdir "
+          f"{os.path.join(run, 'logs')}")
     return 0

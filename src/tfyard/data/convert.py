@@ -159,7 +159,12 @@ def check_destination(src: str, dst: str, overwrite: bool = False) -> None:
         where = "the source" if source == target else f"inside the source {src}"
         raise UserError(f"destination {dst} is {where}; write the shards to a directory "
                         "outside it")
-    entries = sorted(os.listdir(dst)) if os.path.isdir(dst) else []
+    check_held(dst, sorted(os.listdir(dst)) if os.path.isdir(dst) else [], overwrite)
+
+
+def check_held(dst: str, entries: list[str], overwrite: bool) -> None:
+    """What the destination holds (`entries`, its top-level names): nothing, or with
+    `overwrite` a converted set."""
     shards = [e for e in entries if any(fnmatch.fnmatchcase(e, p) for p in SET_FILES)]
     others = [e for e in entries if e not in shards]
     if others:

@@ -19,10 +19,11 @@ def platform_command(spec: PackSpec) -> list[str]:
     return ["python", f"{CODE_DIR}/{spec.main}", *spec.train_params]
 
 
-def mounted_command(spec: PackSpec) -> list[str]:
+def mounted_command(spec: PackSpec, output_dir: str = OUTPUT_DIR) -> list[str]:
     """The platform command naming the mount points as flags, for a container whose volumes
-    the same file declares (the local test, a Kubernetes pod): paths and mounts read together."""
-    return [*platform_command(spec)[:2], "--data_dir", DATA_DIR, "--output_dir", OUTPUT_DIR,
+    the same file declares (the local test, a Kubernetes pod): paths and mounts read together.
+    A run in a bucket names its URL as `output_dir` instead of the output mount."""
+    return [*platform_command(spec)[:2], "--data_dir", DATA_DIR, "--output_dir", output_dir,
             *spec.train_params]
 
 

@@ -66,9 +66,11 @@ def _retry_preemptions() -> dict:
 
 def _mounts(k8s: K8sSpec) -> list[tuple[str, str, str, bool, Volume | None]]:
     """(name, mount path, flag, read-only, the volume if given): each at the path that the
-    command's --data_dir or --output_dir names; only the output is written."""
-    return [("data", DATA_DIR, "--data_volume", True, k8s.data_volume),
-            ("output", OUTPUT_DIR, "--output_volume", False, k8s.output_volume)]
+    command's --data_dir or --output_dir names; only the output is written, and a run in a
+    bucket needs no output volume."""
+    return [("data", DATA_DIR, "--data_volume", True, k8s.data_volume)] + (
+        [] if k8s.output_url else
+        [("output", OUTPUT_DIR, "--output_volume", False, k8s.output_volume)])
 
 
 def _volume(name: str, volume: Volume, read_only: bool) -> dict:
@@ -111,6 +113,13 @@ def _header(spec: PackSpec) -> str:
             shared = "" if read_only else ", one volume that every pod can reach"
             lines.append(f"No {name} volume: rerun pack with {flag} pvc:CLAIM or host:/PATH "
                          f"to mount one at {path}{shared}.")
+    if k8s.output_url:
+        lines.append(f"Output: {k8s.output_url}, written by the chief through a copy on its "
+                     "disk (no output volume).")
+    if k8s.credentials_secret:
+        lines.append(f"Credentials: every key of Secret {k8s.credentials_secret} is an "
+                     "environment variable of each pod (AWS_ACCESS_KEY_ID, "
+                     "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL_S3, ...).")
     ns = f" -n {k8s.namespace}" if k8s.namespace else ""
     pods = ",".join(f"{key}={value}" for key, value in selector(k8s).items())
     lines += [
@@ -134,10 +143,13 @@ def render_manifest(spec: PackSpec) -> str:
     container = {
         "name": CONTAINER,
         "image": spec.image,
-        "command": ["python", "-c", BOOTSTRAP, *mounted_command(spec)],
+        "command": ["python", "-c", BOOTSTRAP,
+                    *mounted_command(spec, k8s.output_url or OUTPUT_DIR)],
         "env": [{"name": "TFYARD_CLUSTER", "value": json.dumps(cluster)}],
         "ports": [{"name": "grpc", "containerPort": PORT}],
     }
+    if k8s.credentials_secret:
+        container["envFrom"] = [{"secretRef": {"name": k8s.credentials_secret}}]
     resources = _resources(spec)
     if resources:
         container["resources"] = resources

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from tfyard.errors import UserError
+from tfyard.storage import location, scheme_of
 
 _LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 # The Job's name also names its Service, whose name must start with a letter (DNS-1035).
@@ -41,6 +42,8 @@ class K8sSpec:
     memory: str | None = None
     data_volume: Volume | None = None
     output_volume: Volume | None = None
+    output_url: str | None = None   # the run in a bucket instead of an output volume
+    credentials_secret: str | None = None   # a Secret whose keys become the pods' environment
 
     @property
     def roles(self) -> dict[str, int]:
@@ -60,10 +63,12 @@ def member_counts(workers: int, ps: int) -> dict[str, int]:
 def make_k8s_spec(k8s: str | None, image: str, name: str | None = None,
                   namespace: str | None = None, cpus: str | None = None,
                   memory: str | None = None, data_volume: str | None = None,
-                  output_volume: str | None = None) -> K8sSpec | None:
+                  output_volume: str | None = None, output_dir: str | None = None,
+                  credentials_secret: str | None = None) -> K8sSpec | None:
     """The checked request, or None without --k8s (then no Kubernetes flag may be given)."""
     given = {"--name": name, "--namespace": namespace, "--cpus": cpus, "--memory": memory,
-             "--data_volume": data_volume, "--output_volume": output_volume}
+             "--data_volume": data_volume, "--output_volume": output_volume,
+             "--output_dir": output_dir, "--credentials_secret": credentials_secret}
     if not k8s:
         extra = [flag for flag, value in given.items() if value is not None]
         if extra:
@@ -83,7 +88,30 @@ def make_k8s_spec(k8s: str | None, image: str, name: str | None = None,
         memory=_quantity(memory, _MEMORY, "--memory", "memory per pod, such as 16Gi or 512Mi"),
         data_volume=parse_volume("--data_volume", data_volume),
         output_volume=parse_volume("--output_volume", output_volume),
+        output_url=_bucket(output_dir, output_volume),
+        credentials_secret=_secret(credentials_secret),
     )
+
+
+def _bucket(output_dir: str | None, output_volume: str | None) -> str | None:
+    """--output_dir for the pods: a bucket URL, which then replaces the output volume."""
+    if output_dir is None:
+        return None
+    if scheme_of(output_dir) is None:
+        raise UserError(f"--output_dir {output_dir!r}: a pod's own disk does not outlive it; "
+                        "give s3://BUCKET/PREFIX, or mount a volume with --output_volume")
+    place = location(output_dir, "--output_dir")
+    if output_volume is not None:
+        raise UserError(f"--output_dir {output_dir} and --output_volume both name the run's "
+                        "place; give one")
+    return str(place)
+
+
+def _secret(name: str | None) -> str | None:
+    if name is not None and not (_CLAIM.fullmatch(name) and len(name) <= 253):
+        raise UserError(f"--credentials_secret {name!r} is not a Secret's name: lowercase "
+                        "letters, digits, '-' and '.'")
+    return name
 
 
 def parse_k8s(text: str) -> tuple[int, int]:

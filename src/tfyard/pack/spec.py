@@ -72,6 +72,8 @@ def make_spec(
     memory: str | None = None,
     data_volume: str | None = None,
     output_volume: str | None = None,
+    output_dir: str | None = None,
+    credentials_secret: str | None = None,
 ) -> PackSpec:
     """Check every input and return the spec; raise UserError naming the flag and the fix."""
     code = Path(code_path).expanduser().resolve()
@@ -91,7 +93,8 @@ def make_spec(
         train_params=_train_params(train_params),
         requirements=_existing_file(requirements, "--requirements") if requirements else None,
         k8s=make_k8s_spec(k8s, reference, name=name, namespace=namespace, cpus=cpus,
-                          memory=memory, data_volume=data_volume, output_volume=output_volume),
+                          memory=memory, data_volume=data_volume, output_volume=output_volume,
+                          output_dir=output_dir, credentials_secret=credentials_secret),
         test_data_path=_test_data(test_data_path) if test_data_path else None,
         test_output_path=str(Path(test_output_path).expanduser().resolve())
         if test_output_path else None,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from tfyard.data.images import IMAGE_EXTENSIONS, is_image, walk_images
 from tfyard.errors import UserError
-from tfyard.storage import refuse_s3
+from tfyard.storage import in_s3, readable_path, refuse_s3
 
 
 def lists(entry: str) -> bool:
@@ -44,12 +44,30 @@ def check(inputs: Iterable[str]) -> list[str]:
     if not inputs:
         raise UserError("no INPUT given; name image files, folders or glob patterns")
     for entry in inputs:
-        refuse_s3(entry, "INPUT", "predict cannot read images from")
+        refuse_s3(entry, "INPUT", "--on spark and --on ray cannot read images from")
         if next(_expand(entry), None) is None:
             what = ("holds no images" if os.path.isdir(entry) else "matches no images"
                     if glob.has_magic(entry) else "does not exist")
             raise UserError(f"{entry} {what} ({'/'.join(IMAGE_EXTENSIONS)}); check the path")
     return inputs
+
+
+def localized(inputs: Iterable[str]) -> tuple[list[str], Callable[[str], str]]:
+    """INPUT with each entry in an S3 bucket (an object or a prefix) replaced by its copy on
+    local disk, and the function that names a listed file as the user gave it (its URL)."""
+    inputs, copies = [os.fspath(entry) for entry in inputs], {}
+    for number, entry in enumerate(inputs):
+        if in_s3(entry, "INPUT"):
+            inputs[number] = readable_path(entry.rstrip("/"), None, "INPUT")
+            copies[inputs[number]] = entry.rstrip("/")
+
+    def named(path: str) -> str:
+        for local, url in copies.items():
+            if path == local or path.startswith(local + os.sep):
+                return url + path[len(local):].replace(os.sep, "/")
+        return path
+
+    return inputs, named
 
 
 def image_files(inputs: Iterable[str]) -> Iterator[str]:

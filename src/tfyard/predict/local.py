@@ -20,7 +20,7 @@ from tfyard.predict.options import PredictOptions, flag
 from tfyard.predict.rows import COLUMNS
 from tfyard.predict.writers import format_of, table
 from tfyard.replace import check_writable
-from tfyard.storage import refuse_s3
+from tfyard.storage import readable_dir
 
 TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
 
@@ -35,8 +35,9 @@ def _exists(path: str) -> bool:
 
 def locate(run: str) -> str:
     """The SavedModel of `run`: a run directory, its export/, or a SavedModel itself;
-    checked before TensorFlow loads, so a wrong path answers at once."""
-    refuse_s3(run, "--output_dir", "a run cannot be read from")
+    checked before TensorFlow loads, so a wrong path answers at once. A run in an S3 bucket
+    is read from its local copy (`storage.readable_dir`)."""
+    run = readable_dir(run, None, "--output_dir")
     for candidate in (run, os.path.join(run, "saved_model"),
                       os.path.join(run, "export", "saved_model")):
         if _exists(os.path.join(candidate, "saved_model.pb")):
@@ -109,6 +110,7 @@ def predict_files(run: str, inputs: list[str], output: str | None, fmt: str | No
     """Predict every image of `inputs` with `run`'s model into a csv, jsonl or parquet table
     at `output` (stdout when None), `options` checked by the CLI; see the module docstring."""
     saved_model = locate(run)
+    inputs, named = listing.localized(inputs)   # a bucket's images: copied, named by URL
     inputs = listing.check(inputs)
     fmt = format_of(output, fmt)
     if output is not None:
@@ -118,8 +120,8 @@ def predict_files(run: str, inputs: list[str], output: str | None, fmt: str | No
     predictor = Predictor(saved_model, options.top_k, options.batch_size)
     outcome = Outcome()
     files = listing.image_files(inputs)
-    rows = _counted(predictor.rows((path, path) for path in files), outcome, options.on_error,
-                    cli=True, streamed=output is None)
+    rows = _counted(predictor.rows((named(path), path) for path in files), outcome,
+                    options.on_error, cli=True, streamed=output is None)
     with progress(inputs) as advance, table(output, fmt, COLUMNS) as writer:
         for row in rows:
             writer.write(row)

@@ -22,6 +22,7 @@ from tfyard.platform import is_remote
 from tfyard.predict.local import locate, stopped
 from tfyard.predict.options import PredictOptions
 from tfyard.predict.rows import arrow_schema
+from tfyard.storage import in_s3, readable_dir
 
 MARK = "tfyard-predict-failed: "
 LOAD_LOG = "TFYARD_PREDICT_LOAD_LOG"   # a file each model load appends "host pid path" to
@@ -41,9 +42,13 @@ class Job:
 
 def job(run, options: PredictOptions, cli: bool = False) -> Job:
     """The Job for `run`'s model and checked `options`, made on the driver before the engine
-    starts work."""
-    saved_model = locate(os.fspath(run))
-    if not is_remote(saved_model):  # the workers' working directory is not ours
+    starts work. A model in an S3 bucket travels by its URL: each worker copies it itself."""
+    run = os.fspath(run)
+    saved_model = locate(run)
+    if in_s3(run, "--output_dir"):
+        inside = os.path.relpath(saved_model, readable_dir(run, None, "--output_dir"))
+        saved_model = run.rstrip("/") + ("" if inside == "." else "/" + inside)
+    elif not is_remote(saved_model):  # the workers' working directory is not ours
         saved_model = os.path.abspath(saved_model)
     return Job(saved_model, options, cli, os.environ.get(LOAD_LOG))
 
@@ -66,23 +71,28 @@ def predictor(job: Job):
 
         if job.threads:
             _use_threads(tf, job.threads)
-        if not tf.io.gfile.exists(os.path.join(job.saved_model, "saved_model.pb")):
+        try:
+            local = readable_dir(job.saved_model, None, "--output_dir")   # a bucket's: copied
+        except UserError as exc:
+            raise failure(f"{exc} (on worker {socket.gethostname()})") from None
+        if not tf.io.gfile.exists(os.path.join(local, "saved_model.pb")):
             raise failure(f"the model {job.saved_model} cannot be read on worker "
                           f"{socket.gethostname()} (pid {os.getpid()}); it travels by path: "
                           "put it on a file system every worker reads (shared or distributed)")
-        _loaded[key] = _load(tf, job)
+        _loaded[key] = _load(tf, job, local)
         if job.load_log:
             with open(job.load_log, "a") as log:
                 log.write(f"{socket.gethostname()} {os.getpid()} {job.saved_model}\n")
     return _loaded[key]
 
 
-def _load(tf, job: Job):
-    """The Predictor, its refusals and TensorFlow's load errors marked for the driver."""
+def _load(tf, job: Job, local: str):
+    """The Predictor of the SavedModel at `local`, its refusals and TensorFlow's load errors
+    marked for the driver."""
     from tfyard.predict.predictor import Predictor
 
     try:
-        return Predictor(job.saved_model, job.options.top_k, job.options.batch_size)
+        return Predictor(local, job.options.top_k, job.options.batch_size)
     except UserError as exc:
         raise failure(str(exc)) from None
     except (tf.errors.OpError, ValueError, OSError) as exc:

@@ -8,13 +8,21 @@ extra), imported only when an `s3://` path is used. No TensorFlow import here.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 
 from tfyard.errors import UserError
 from tfyard.storage.location import Location, location, scheme_of
 
-__all__ = ["Location", "default_cache", "location", "readable_dir", "readable_path",
-           "refuse_s3", "scheme_of"]
+__all__ = ["Location", "default_cache", "in_s3", "local_output", "location", "readable_dir",
+           "readable_path", "refuse_s3", "run_copy", "scheme_of", "upload_file"]
+
+
+def in_s3(path: str, flag: str) -> bool:
+    """Whether `path` is in an S3 bucket (a malformed URL or unknown scheme: a UserError)."""
+    return scheme_of(path) is not None and location(path, flag).scheme == "s3"
 
 
 def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir") -> str | None:
@@ -42,10 +50,51 @@ def _local(path: str | None, work_dir: str | None, flag: str, copy: str) -> str 
                                                      "bucket-data"), flag)
 
 
+def upload_file(path: str, url: str, flag: str) -> None:
+    """Copy the local file `path` to the object `url` of an S3 bucket."""
+    from tfyard.storage import s3
+
+    s3.upload(path, location(url, flag), flag, s3.client())
+
+
+@contextlib.contextmanager
+def local_output(path: str | None, flag: str):
+    """A local path to write the output `path` at: `path` itself (None stays None), or for an
+    S3 URL a path under the cache that is uploaded when the block ends without an error (a
+    file as the object URL, a folder's files under the prefix URL), then removed. When the
+    upload fails, the one line names the local copy, which is kept."""
+    if path is None or not in_s3(path, flag):
+        yield path
+        return
+    from tfyard.storage import mirror
+
+    place = location(path, flag)
+    os.makedirs(default_cache(), exist_ok=True)
+    folder = tempfile.mkdtemp(prefix="upload-", dir=default_cache())
+    local = os.path.join(folder, os.path.basename(place.key) or "output")
+    yield local
+    try:
+        if os.path.isdir(local):
+            mirror.uploaded(local, place, flag)
+        else:
+            upload_file(local, path, flag)
+    except UserError as exc:
+        raise UserError(f"{exc} (the output is kept in {local})") from None
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_copy(url: str, work_dir: str) -> str:
+    """Where a run in a bucket is written on local disk before it is uploaded:
+    `WORK/bucket-runs/SCHEME/BUCKET/PREFIX`."""
+    place = location(url, "--output_dir")
+    return os.path.join(work_dir, "bucket-runs", place.scheme, place.bucket,
+                        *filter(None, place.key.split("/")))
+
+
 def refuse_s3(path: str, flag: str, doing: str) -> None:
     """What tfyard cannot yet do with an S3 bucket (`doing`: "a run cannot be read from") is
     one line naming `flag`; a local path or one TensorFlow opens passes."""
-    if scheme_of(path) is not None and location(path, flag).scheme == "s3":
+    if in_s3(path, flag):
         raise UserError(f"{flag} {path}: {doing} an S3 bucket yet; give a local path (or gs://)")
 
 

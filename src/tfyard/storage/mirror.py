@@ -1,5 +1,6 @@
 """A bucket prefix copied to local disk, so that TensorFlow and every reader open plain
-files and the step never waits on the network.
+files and the step never waits on the network; and a local folder copied up to a prefix
+(`uploaded`: what `data convert` writes into a bucket).
 
 The copy lives at `CACHE/s3/BUCKET/PREFIX`. Each file keeps the object's size and modified
 time, so a second run copies only what changed; files no longer in the bucket are removed,
@@ -30,6 +31,17 @@ def mirrored(place: Location, cache: str, flag: str) -> str:
     entries = list(s3.listing(place, flag))
     if not entries:
         raise UserError(f"{flag} {place}: no files under this prefix; check the URL")
+    return _kept_equal(place, entries, cache, flag)
+
+
+def run_copy(place: Location, cache: str, flag: str, leave: set[str]) -> tuple[str, set[str]]:
+    """The local copy of a run's prefix, which may be empty (a new run), without the objects
+    named in `leave`; and the names the prefix holds."""
+    entries = [entry for entry in s3.listing(place, flag) if entry.name not in leave]
+    return _kept_equal(place, entries, cache, flag), {entry.name for entry in entries}
+
+
+def _kept_equal(place: Location, entries: list[s3.Entry], cache: str, flag: str) -> str:
     root = _fetched(place, entries, cache, flag)
     _remove_others(root, {entry.name for entry in entries})
     return root
@@ -54,7 +66,8 @@ def _fetched(folder: Location, entries: list[s3.Entry], cache: str, flag: str) -
         if ".." in entry.name.split("/") or entry.name.startswith("/"):
             raise UserError(f"{flag} {folder}: the object {entry.name!r} would land outside the "
                             "copy (.. or a leading /); rename it in the bucket")
-    root = os.path.join(cache, folder.scheme, folder.bucket, *folder.key.split("/"))
+    root = os.path.join(cache, folder.scheme, folder.bucket, *filter(None, folder.key.split("/")))
+    os.makedirs(root, exist_ok=True)
     stale = [entry for entry in entries if not _current(os.path.join(root, entry.name), entry)]
     client = s3.client()
 
@@ -95,3 +108,23 @@ def _remove_others(root: str, names: set[str]) -> None:
             with contextlib.suppress(FileNotFoundError):
                 if PARTIAL not in name or now - os.stat(path).st_ctime > 3600:
                     os.remove(path)
+
+
+def top_names(place: Location, flag: str) -> list[str]:
+    """The names directly under the prefix `place` (files, and folders by their name)."""
+    return sorted({entry.name.split("/")[0] for entry in s3.listing(place, flag)})
+
+
+def uploaded(root: str, place: Location, flag: str) -> int:
+    """Every file under the local folder `root` as an object under `place` (8 at a time),
+    then the objects `place` held before that the new set lacks removed; the file count."""
+    before = {entry.name for entry in s3.listing(place, flag)}
+    names = sorted(os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+                   for folder, _, files in os.walk(root) for name in files)
+    client = s3.client()
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(lambda name: s3.upload(os.path.join(root, name), place.child(name), flag,
+                                             client), names))
+    for name in sorted(before - set(names)):
+        s3.delete(place.child(name), flag, client)
+    return len(names)

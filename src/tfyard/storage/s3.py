@@ -9,6 +9,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timezone
 
 from tfyard.errors import UserError
 from tfyard.storage.location import Location
@@ -38,7 +39,10 @@ def client():
         raise UserError("s3:// paths need the cloud extra: pip install 'tfyard[cloud]'") from None
     return boto3.session.Session().client("s3", config=Config(
         connect_timeout=CONNECT_SECONDS, read_timeout=READ_SECONDS,
-        retries={"max_attempts": ATTEMPTS, "mode": "standard"}))
+        retries={"max_attempts": ATTEMPTS, "mode": "standard"},
+        # checksums only where S3 requires them: many S3-compatible stores refuse the rest
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required"))
 
 
 def endpoint() -> str:
@@ -56,8 +60,7 @@ def explained(url: Location | str, flag: str):
     except (exceptions.NoCredentialsError, exceptions.PartialCredentialsError):
         raise UserError(f"{flag} {url}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
                         "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a web identity") from None
-    except (exceptions.EndpointConnectionError, exceptions.ConnectTimeoutError,
-            exceptions.ReadTimeoutError) as exc:
+    except (exceptions.ConnectionError, exceptions.HTTPClientError) as exc:   # timeouts too
         raise UserError(f"{flag} {url}: cannot reach the S3 endpoint {endpoint()} "
                         f"({type(exc).__name__}); check AWS_ENDPOINT_URL_S3 and the "
                         "network") from None
@@ -97,3 +100,79 @@ def download(place: Location, target: str, flag: str, s3=None) -> None:
     """Copy the object `place` into the local file `target`."""
     with explained(place, flag):
         (s3 or client()).download_file(place.bucket, place.key, target)
+
+
+# What a store answers when a conditional write's condition does not hold: 412, or 409 when
+# another conditional write to the key was in flight at the same moment.
+_CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict")
+
+
+def put(place: Location, body: bytes, flag: str, s3, *, if_absent: bool = False,
+        if_match: str | None = None) -> str | None:
+    """Store `body` at `place`, only if no object is there (`if_absent`) or only if the one
+    there has the ETag `if_match`; its new ETag, or None when the condition did not hold."""
+    from botocore.exceptions import ClientError
+
+    condition = {"IfNoneMatch": "*"} if if_absent else {}
+    if if_match:
+        condition["IfMatch"] = if_match
+    with explained(place, flag):
+        try:
+            return s3.put_object(Bucket=place.bucket, Key=place.key, Body=body,
+                                 **condition)["ETag"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in _CONDITION_FAILED:
+                return None
+            raise
+
+
+@dataclass(frozen=True)
+class Head:
+    """An object's ETag and its age by the store's own clock (hosts' clocks may differ)."""
+
+    etag: str
+    age: float
+
+
+def head(place: Location, flag: str, s3) -> Head | None:
+    """The object at `place`, or None when there is none."""
+    from email.utils import parsedate_to_datetime
+
+    from botocore.exceptions import ClientError
+
+    with explained(place, flag):
+        try:
+            answer = s3.head_object(Bucket=place.bucket, Key=place.key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+    now = parsedate_to_datetime(answer["ResponseMetadata"]["HTTPHeaders"]["date"])
+    if now.tzinfo is None:   # HTTP dates are GMT
+        now = now.replace(tzinfo=timezone.utc)
+    return Head(answer["ETag"], max(0.0, (now - answer["LastModified"]).total_seconds()))
+
+
+def read(place: Location, flag: str, s3) -> bytes | None:
+    """The bytes of the object at `place`, or None when there is none."""
+    from botocore.exceptions import ClientError
+
+    with explained(place, flag):
+        try:
+            return s3.get_object(Bucket=place.bucket, Key=place.key)["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+                return None
+            raise
+
+
+def upload(path: str, place: Location, flag: str, s3) -> None:
+    """Copy the local file `path` to `place` through one open handle (a file renamed or
+    removed meanwhile is still read whole); multipart for large files, each part retried."""
+    with open(path, "rb") as handle, explained(place, flag):
+        s3.upload_fileobj(handle, place.bucket, place.key)
+
+
+def delete(place: Location, flag: str, s3) -> None:
+    with explained(place, flag):
+        s3.delete_object(Bucket=place.bucket, Key=place.key)

@@ -21,6 +21,7 @@ from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import PREEMPTED, UserError
 from tfyard.train.options import TrainOptions, parse_train_args
+from tfyard.train.rundir.bucket import published
 from tfyard.train.rundir.console import configure_console
 from tfyard.train.rundir.directory import RunDirectory, read_run, refuse_other_run
 from tfyard.train.rundir.lease import take_lease
@@ -85,7 +86,11 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         if status:
             raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
         return None
-    with take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
+    if plan.behaviour == "evaluate" and plat.output_url:
+        raise UserError(f"--output_dir {plat.output_url}: an evaluator member cannot follow a "
+                        "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
+    with published(plat, cluster) as (plat, publisher), \
+            take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
         from tfyard.train.task.task import make_task
 
         if plan.behaviour == "evaluate":
@@ -107,7 +112,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         refuse_other_run(plat.output_dir, **task.identity())
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-        controller, restored = _controller(prepared, watchdog)
+        controller, restored = _controller(prepared, watchdog, publisher)
         _announce(prepared, restored, controller.state.start_step)
         with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
                 peer_loss(cluster, plan.strategy, lambda: controller.state.step):
@@ -119,8 +124,9 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         return summary
 
 
-def _controller(prepared: Prepared, watchdog: StartupWatchdog):
-    """The Controller with this process's actions; the checkpoint is restored first."""
+def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
+    """The Controller with this process's actions; the checkpoint is restored first. Each
+    save goes to `publisher` too, for a run in a bucket."""
     from tfyard.train import actions
     from tfyard.train.controller import Controller
     from tfyard.train.rundir.console import Console
@@ -130,7 +136,7 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog):
     context, numbers, trainer = prepared.context, prepared.numbers, prepared.trainer
     options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
     writes = cluster.is_coordinator
-    checkpoints, restored = _restore(prepared)
+    checkpoints, restored = _restore(prepared, publisher and publisher.checkpoint_saved)
     todo = [actions.OnFirstChunk(watchdog.stop),
             actions.DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
@@ -153,10 +159,10 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog):
     return Controller(trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
 
 
-def _restore(prepared: Prepared):
+def _restore(prepared: Prepared, saved=None):
     """Checkpoints (model, optimizer, step and the Keras seed states, and the settings every
-    save records beside them), the newest restored; a resume with other settings warns in
-    one line."""
+    save records beside them; `saved(path)` is told of each save), the newest restored; a
+    resume with other settings warns in one line."""
     from tfyard.train.build import resume_settings
     from tfyard.train.rundir.checkpoint import (
         Checkpoints,
@@ -172,7 +178,8 @@ def _restore(prepared: Prepared):
     seeds = seed_states(prepared.model)
     settings = resume_settings(prepared)
     checkpoints = Checkpoints(run.checkpoints, writes,
-                              options.keep_checkpoints, settings=settings, model=prepared.model,
+                              options.keep_checkpoints, settings=settings, saved=saved,
+                              model=prepared.model,
                               optimizer=prepared.optimizer, step=prepared.trainer.step,
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
@@ -280,7 +287,7 @@ def _finish(prepared: Prepared, state: RunState) -> dict:
     log.info(f"tfyard: done at step {state.step}; "
              + (f"validation {_headline(state.eval)}; " if state.eval else "")
              + (f"{summary['mean_images_per_sec']:.0f} images/sec; " if state.rates else "")
-             + f"outputs in {plat.output_dir}")
+             + f"outputs in {plat.output_url or plat.output_dir}")
     return summary
 
 

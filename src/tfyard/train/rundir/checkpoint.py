@@ -131,9 +131,10 @@ def _alive(pid: int) -> bool:
 
 class Checkpoints:
     def __init__(self, directory: str, writes_files: bool, max_to_keep: int, *,
-                 settings: dict | None = None, **trackables):
+                 settings: dict | None = None, saved=None, **trackables):
         self.directory = directory
         self.settings = settings  # written beside each save to checkpoints/
+        self.saved = saved   # saved(path) after each save to checkpoints/: a bucket's upload
         self._own_dir = directory if writes_files else private_directory()
         self.checkpoint = tf.train.Checkpoint(**trackables)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._own_dir,
@@ -184,8 +185,11 @@ class Checkpoints:
                 "writable --output_dir, then rerun to resume (earlier checkpoints are "
                 "untouched)"
             ) from None
-        if self.settings and self._own_dir == self.directory:
-            write_settings(path, step, self.settings)
+        if self._own_dir == self.directory:
+            if self.settings:
+                write_settings(path, step, self.settings)
+            if self.saved:
+                self.saved(path)
         return path
 
     def close(self) -> None:

@@ -6,7 +6,9 @@ upper: the layout). Every module of `rundir` reads and writes through `files_for
 - `TensorFlowFiles`: a path TensorFlow's own file systems open (gs://, hdfs://); it has no
   atomic link, so it holds no lease (`lease.take_lease`).
 
-A new store is one more class with these methods, picked by its scheme in `files_for`.
+A store that TensorFlow can open is one more class with these methods, picked by its scheme
+in `files_for`. An S3 bucket is not one: TensorFlow cannot write there, so a run in a bucket
+is written to a local copy (these `LocalFiles`) and published by `bucket.py`.
 """
 
 from __future__ import annotations

@@ -175,6 +175,12 @@ def _break(path: str, holder: dict) -> None:
     files.delete(aside)
 
 
+def claimant() -> dict:
+    """Who this process is, as its lease records it."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
+            "started": time.time(), "job": jobid.current(), "token": uuid.uuid4().hex}
+
+
 def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
     """The lease on `output_dir` for this process if it writes the run's files (the chief or
     the single process); a UserError naming the live holder otherwise. Use as a context
@@ -183,10 +189,7 @@ def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
     if not cluster.is_coordinator or run.files.remote:
         return _NoLease()
     check_writable(output_dir, "--output_dir", "into")
-    path = run.lease
-    me = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
-          "started": time.time(), "job": jobid.current(),
-          "token": uuid.uuid4().hex}
+    path, me = run.lease, claimant()
     for _ in range(5):
         holder = read(path)
         if holder is not None:

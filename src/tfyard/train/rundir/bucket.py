@@ -1,0 +1,355 @@
+"""A run whose `--output_dir` is an S3 bucket prefix: written to a local copy, published in
+the background, with the promises of a run on disk.
+
+TensorFlow 2.21 cannot write `s3://`, and a step must never wait on the network, so the run
+is written as always, into its copy under `--work_dir` (`platform.resolve` points
+`output_dir` there), and `Publisher` uploads it:
+
+- **Complete or absent.** Each save is snapshot at once by hard links (the main thread does
+  nothing slower), then its files are uploaded before the `checkpoint` file that names it,
+  so the bucket's latest checkpoint is always whole; checkpoints the newest no longer lists
+  are removed after it. Only the newest snapshot waits: an older one not yet started is
+  dropped, so a slow store costs neither memory nor disk beyond two checkpoints.
+- **Everything else** (metrics, run.json, summaries, TensorBoard events, curves, export) is
+  uploaded when it changed, every PERIOD_S seconds and at the end.
+- **One writer.** `BucketLease` holds `PREFIX/.tfyard-lease` through the store's conditional
+  writes: created only if absent (If-None-Match), renewed and taken over only as the version
+  read (If-Match). A store that ignores those headers is refused in one line.
+- **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
+  restart on a new node needs nothing from the old one.
+- **Nothing lost at the end.** `published` flushes before the process exits, SIGTERM's save
+  included; a store that stays down ends the run in one line naming the local copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+
+from tfyard.errors import UserError
+from tfyard.storage import location, mirror
+from tfyard.storage import s3 as store
+from tfyard.train.rundir import lease as leases
+from tfyard.train.rundir.directory import CHECKPOINTS, EXPORT, LEASE
+
+log = logging.getLogger("tfyard")
+
+PERIOD_S = 10.0   # how often changed files are uploaded
+DOWN_ENV, DOWN_S = "TFYARD_STORE_TIMEOUT", 300.0   # a store failing this long stops the run
+POINTER = "checkpoint"   # TensorFlow's state file: names the latest checkpoints
+SNAPSHOTS = ".tfyard-publishing"   # in the copy: saves waiting for upload (hard links)
+FLAG = "--output_dir"
+
+
+def _down_seconds() -> float:
+    try:
+        return float(os.environ.get(DOWN_ENV, DOWN_S))
+    except ValueError:
+        return DOWN_S
+
+
+def _skipped(name: str) -> bool:
+    """Files of the copy that are not the run's: the lease, temporaries, snapshots."""
+    first = name.split("/", 1)[0]
+    return (first in (CHECKPOINTS, SNAPSHOTS, LEASE, EXPORT + ".tmp", EXPORT + ".old")
+            or ".tmp-" in name or mirror.PARTIAL in name)
+
+
+class BucketLease:
+    """The one-writer lease of a run in a bucket (see `lease` for the rules a claimant
+    follows; here the store's conditional writes make create and take-over atomic)."""
+
+    def __init__(self, url: str, s3):
+        self.url, self.s3 = url, s3
+        self.place = location(url, FLAG).child(LEASE)
+        self.me = leases.claimant()
+        self.etag: str | None = None
+        self._stop = threading.Event()
+
+    def take(self) -> BucketLease:
+        for _ in range(5):
+            holder, etag = self._read()
+            if holder is None:
+                self.etag = store.put(self.place, self._body(), FLAG, self.s3, if_absent=True)
+                if self.etag:
+                    self._require_conditions()
+                    break
+                continue
+            why = leases.stale_reason(holder, self.me)
+            if why is None:
+                raise UserError(leases.refusal(self.url, holder))
+            self.etag = store.put(self.place, self._body(), FLAG, self.s3, if_match=etag)
+            if self.etag:
+                if why != "this process" and "job" not in why:
+                    log.info(f"tfyard: took over the lease on {self.url} ({why})")
+                break
+        else:
+            raise UserError(f"{self.url} is being claimed by several runs at once; start one")
+        threading.Thread(target=self._renew, daemon=True, name="tfyard-bucket-lease").start()
+        return self
+
+    def _body(self) -> bytes:
+        return json.dumps(self.me).encode()
+
+    def _read(self) -> tuple[dict | None, str | None]:
+        found = store.head(self.place, FLAG, self.s3)
+        if found is None:
+            return None, None
+        try:
+            holder = json.loads(store.read(self.place, FLAG, self.s3) or b"")
+        except ValueError:
+            holder = {}
+        if not isinstance(holder, dict):
+            holder = {}
+        return {**holder, "age": found.age}, found.etag
+
+    def _require_conditions(self) -> None:
+        """A store that ignores If-None-Match would let a second run in: refuse it."""
+        if store.put(self.place, self._body(), FLAG, self.s3, if_absent=True) is None:
+            return
+        store.delete(self.place, FLAG, self.s3)
+        raise UserError(f"{FLAG} {self.url}: the store {store.endpoint()} ignores conditional "
+                        "writes (If-None-Match), so tfyard cannot keep a second run out of "
+                        "this prefix; use a store that has them (AWS S3, MinIO, Ceph, R2) or a "
+                        "local --output_dir")
+
+    def _renew(self) -> None:
+        while not self._stop.wait(leases.RENEW_S):
+            try:
+                etag = store.put(self.place, self._body(), FLAG, self.s3, if_match=self.etag)
+            except UserError:
+                continue   # the store is down: the next renewal tries again
+            if etag is None:
+                log.warning(f"tfyard: warning: lost the lease on {self.url} to another run "
+                            "(this one was silent too long); its files may mix")
+                return
+            self.etag = etag
+
+    def release(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(UserError):
+            found = store.head(self.place, FLAG, self.s3)
+            if found is not None and found.etag == self.etag:
+                store.delete(self.place, FLAG, self.s3)
+
+
+class Publisher:
+    """Uploads the local copy of a run to its bucket prefix in the background."""
+
+    def __init__(self, url: str, copy: str, names: set[str], s3):
+        self.url, self.copy, self.s3 = url, copy, s3
+        self.place = location(url, FLAG)
+        self._remote = set(names)   # what the prefix holds, as names relative to it
+        self._sent = {name: _version(os.path.join(copy, name)) for name in names}
+        self._pending: str | None = None   # the newest save's snapshot, not yet uploaded
+        self._lock = threading.Lock()
+        self._wake, self._closing, self._flushed = (threading.Event(), threading.Event(),
+                                                    threading.Event())
+        self._failing_since: float | None = None
+        self._error = ""
+        self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-publish")
+        self._thread.start()
+
+    def checkpoint_saved(self, path: str) -> None:
+        """Snapshot the save `path` (`.../checkpoints/ckpt-N`) for upload; a UserError when
+        the store has been failing for too long."""
+        self.check()
+        snapshot = os.path.join(self.copy, SNAPSHOTS, uuid.uuid4().hex)
+        os.makedirs(snapshot)
+        for file in glob.glob(glob.escape(path) + ".*"):
+            os.link(file, os.path.join(snapshot, os.path.basename(file)))
+        shutil.copyfile(os.path.join(os.path.dirname(path), POINTER),
+                        os.path.join(snapshot, POINTER))
+        with self._lock:
+            dropped, self._pending = self._pending, snapshot
+        if dropped:
+            shutil.rmtree(dropped, ignore_errors=True)
+        self._wake.set()
+
+    def check(self) -> None:
+        if self._failing_since is not None and \
+                time.monotonic() - self._failing_since > _down_seconds():
+            raise UserError(self._stranded(f"has failed for {_down_seconds():.0f}s"))
+
+    def _stranded(self, what: str) -> str:
+        return (f"{FLAG} {self.url}: the store {what} ({self._error}); the run's latest "
+                f"files are kept in {self.copy}: rerun the same command on this machine to "
+                "upload them and resume")
+
+    def close(self) -> None:
+        """Upload everything that is left; a UserError when the store does not take it
+        within the store timeout (at once when it has been failing that long already)."""
+        self.check()
+        self._closing.set()
+        self._wake.set()
+        if not self._flushed.wait(_down_seconds()):
+            raise UserError(self._stranded(f"did not take the last files within "
+                                           f"{_down_seconds():.0f}s"))
+
+    def _run(self) -> None:
+        backoff = 1.0
+        while True:
+            self._wake.wait(PERIOD_S)
+            self._wake.clear()
+            closing = self._closing.is_set()
+            try:
+                self._publish_checkpoint()
+                self._publish_files()
+            except Exception as exc:  # noqa: BLE001 - whatever fails, the run goes on
+                if self._failing_since is None:
+                    self._failing_since = time.monotonic()
+                    log.warning(f"tfyard: warning: uploading to {self.url} failed ({exc}); "
+                                "retrying in the background")
+                self._error = str(exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, PERIOD_S)
+                self._wake.set()
+                continue
+            self._failing_since, backoff = None, 1.0
+            if closing:
+                self._flushed.set()
+                return
+
+    def _publish_checkpoint(self) -> None:
+        with self._lock:
+            snapshot, self._pending = self._pending, None
+        if snapshot is None:
+            return
+        try:
+            listed = _listed(os.path.join(snapshot, POINTER))
+            for name in sorted(os.listdir(snapshot)):   # the files first, then the pointer
+                if name != POINTER:
+                    self._upload(os.path.join(snapshot, name), f"{CHECKPOINTS}/{name}")
+            self._upload(os.path.join(snapshot, POINTER), f"{CHECKPOINTS}/{POINTER}")
+        except BaseException:
+            with self._lock:   # tried again, unless a newer save came meanwhile
+                if self._pending is None:
+                    self._pending, snapshot = snapshot, None
+            raise
+        finally:
+            if snapshot is not None:
+                shutil.rmtree(snapshot, ignore_errors=True)
+        for name in sorted(self._remote):
+            folder, _, file = name.rpartition("/")
+            if folder == CHECKPOINTS and file != POINTER and file.split(".")[0] not in listed:
+                self._delete(name)
+
+    def _publish_files(self) -> None:
+        present = set()
+        for folder, _, files in os.walk(self.copy):
+            for file in files:
+                path = os.path.join(folder, file)
+                name = os.path.relpath(path, self.copy).replace(os.sep, "/")
+                if _skipped(name):
+                    continue
+                present.add(name)
+                version = _version(path)
+                if version is not None and self._sent.get(name) != version:
+                    self._upload(path, name)
+                    self._sent[name] = version
+        swapping = any(os.path.exists(os.path.join(self.copy, EXPORT + end))
+                       for end in (".tmp", ".old"))
+        for name in sorted(self._remote - present):
+            if not _skipped(name) and not (swapping and name.startswith(EXPORT + "/")):
+                self._delete(name)
+
+    def _upload(self, path: str, name: str) -> None:
+        try:
+            store.upload(path, self.place.child(name), FLAG, self.s3)
+        except FileNotFoundError:
+            return   # removed since it was listed: the next pass deletes it remotely
+        self._remote.add(name)
+
+    def _delete(self, name: str) -> None:
+        store.delete(self.place.child(name), FLAG, self.s3)
+        self._remote.discard(name)
+        self._sent.pop(name, None)
+
+
+def _version(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _push_newer(place, copy: str, s3) -> None:
+    """A run stopped because the store was down left a newer checkpoint in its copy than the
+    bucket has: upload it (files, then the pointer) before the copy is made level."""
+    pointer = os.path.join(copy, CHECKPOINTS, POINTER)
+    try:
+        with open(pointer, encoding="utf-8") as handle:
+            local = _latest(handle.read())
+    except OSError:
+        return
+    remote = _latest((store.read(place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG, s3)
+                      or b"").decode("utf-8", "replace"))
+    if local is None or (remote is not None and remote >= local):
+        return
+    log.info(f"tfyard: uploading ckpt-{local}, which {copy} holds and {place} does not yet")
+    saved = os.path.join(copy, CHECKPOINTS, f"ckpt-{local}")
+    for file in sorted(glob.glob(glob.escape(saved) + ".*")):
+        store.upload(file, place.child(f"{CHECKPOINTS}/{os.path.basename(file)}"), FLAG, s3)
+    store.upload(pointer, place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG, s3)
+
+
+def _latest(pointer_text: str) -> int | None:
+    """N of the latest checkpoint (`model_checkpoint_path: "ckpt-N"`) a pointer names."""
+    for line in pointer_text.splitlines():
+        key, _, value = line.partition(":")
+        number = os.path.basename(value.strip().strip('"')).removeprefix("ckpt-")
+        if key.strip() == "model_checkpoint_path" and number.isdigit():
+            return int(number)
+    return None
+
+
+def _listed(pointer: str) -> set[str]:
+    """The checkpoints (`ckpt-N`) a `checkpoint` state file names (a text proto whose lines
+    are `model_checkpoint_path: "ckpt-N"` and `all_model_checkpoint_paths: "..."`)."""
+    with open(pointer, encoding="utf-8") as handle:
+        return {os.path.basename(line.partition(":")[2].strip().strip('"'))
+                for line in handle if ":" in line}
+
+
+@contextlib.contextmanager
+def published(plat, cluster):
+    """For a run in a bucket (`plat.output_url`): the member that writes the run holds the
+    bucket's lease, copies the prefix to `plat.output_dir` and publishes that copy until the
+    block ends (flushed then, whatever ends it); another member copies the prefix to the
+    readers' copy under `work_dir/bucket-data` (what it restores from). Yields the platform
+    to train with and the Publisher (None on other members and for a local run)."""
+    if plat.output_url is None:
+        yield plat, None
+        return
+    place = location(plat.output_url, FLAG)
+    if not cluster.is_coordinator:
+        root, _ = mirror.run_copy(place, os.path.join(plat.work_dir, "bucket-data"), FLAG,
+                                  leave={LEASE})
+        yield dataclasses.replace(plat, output_dir=root), None
+        return
+    s3 = store.client()
+    lease = BucketLease(plat.output_url, s3).take()
+    try:
+        _push_newer(place, plat.output_dir, s3)
+        _, names = mirror.run_copy(place, os.path.join(plat.work_dir, "bucket-runs"), FLAG,
+                                   leave={LEASE})
+        publisher = Publisher(plat.output_url, plat.output_dir, names, s3)
+        try:
+            yield plat, publisher
+        except BaseException:
+            with contextlib.suppress(UserError):   # what was saved still reaches the bucket
+                publisher.close()
+            raise
+        publisher.close()
+        log.info(f"tfyard: the run is in {plat.output_url} (uploaded from {plat.output_dir})")
+    finally:
+        lease.release()
