@@ -26,8 +26,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import boto3  # noqa: E402
-
 from input_pipeline import rate, write_data  # noqa: E402
+
 from tfyard.data import build_dataset  # noqa: E402
 from tfyard.storage import readable_dir  # noqa: E402
 
