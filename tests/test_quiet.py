@@ -16,7 +16,7 @@ import pytest
 
 from tests.examples.test_seed_scripts import EXAMPLES, write_mnist_npz
 from tests.train.conftest import FAST
-from tfyard.quiet import split_log_lines
+from tfyard.quiet import TracebackHold, split_log_lines
 
 # What TensorFlow 2.21 prints on this kind of machine, with or without a `[worker:1] ` prefix
 # (FATAL lines are not noise: they say why a process aborts, and get through).
@@ -62,6 +62,21 @@ def test_the_jvm_incubator_notice_is_dropped_alone():
     notice = b"WARNING: Using incubator modules: jdk.incubator.vector"
     keep, drop, dropping = split_log_lines([notice, b"[chief:0] hi", b"WARNING: mine"], False)
     assert (keep, drop, dropping) == ([b"[chief:0] hi", b"WARNING: mine"], [notice], False)
+
+
+def test_sparks_teardown_traceback_is_dropped_and_every_other_one_kept():
+    """PySpark's worker daemon losing its connection as the context stops after a failed job
+    prints a traceback; it is dropped whole, however its lines arrive. Others pass on."""
+    teardown = [b"Traceback (most recent call last):",
+                b'  File "/x/pyspark.zip/pyspark/daemon.py", line 264, in manager',
+                b"    length = stream.read(4)",
+                b"ConnectionResetError: [Errno 104] Connection reset by peer"]
+    other = [b"Traceback (most recent call last):", b'  File "train.py", line 3, in <module>',
+             b"ValueError: bad"]
+    hold = TracebackHold()
+    assert hold.split([b"before", *teardown[:2]]) == ([b"before"], [])
+    assert hold.split([*teardown[2:], b"after", *other]) == ([b"after", *other], teardown)
+    assert hold.split(other[:2]) == ([], []) and hold.release() == other[:2]
 
 
 @pytest.mark.parametrize("args", [

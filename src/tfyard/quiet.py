@@ -75,6 +75,10 @@ _BANNER = ABSL_BANNER.encode()
 # One-line notices of other runtimes on fd 2, dropped alone: Spark 4's JVM announcing the
 # vector module it adds to every driver (`launch spark`, `predict --on spark`).
 _NOTICES = (b"WARNING: Using incubator modules: ",)
+# A traceback PySpark's worker daemon prints when the JVM drops a worker's connection as the
+# SparkContext stops after a failed job (teardown, after tfyard's own one-line error).
+_TRACEBACK = b"Traceback (most recent call last):"
+_TEARDOWN = (b"pyspark/daemon.py", (b"ConnectionResetError", b"BrokenPipeError"))
 
 # The filter process runs `run_filter()` from this file, without site-packages or
 # PYTHON* variables (-I), with this package's parent directory first on sys.path.
@@ -213,20 +217,52 @@ def split_log_lines(lines: list[bytes], dropping: bool):
     return keep, drop, dropping
 
 
+class TracebackHold:
+    """Holds a Python traceback's lines until its exception line (the first unindented one),
+    then passes it on, unless it is PySpark's worker daemon losing its connection."""
+
+    def __init__(self):
+        self.held: list[bytes] = []
+
+    def split(self, lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """(lines to keep, lines to drop) of `lines`; a traceback still open stays held."""
+        keep, drop = [], []
+        for line in lines:
+            if self.held:
+                self.held.append(line)
+                if line[:1] not in (b" ", b"\t", b""):   # its exception line: it ends
+                    ours = not (any(_TEARDOWN[0] in held for held in self.held)
+                                and line.startswith(_TEARDOWN[1]))
+                    (keep if ours else drop).extend(self.held)
+                    self.held = []
+            elif line.rstrip(b"\r") == _TRACEBACK:
+                self.held = [line]
+            else:
+                keep.append(line)
+        return keep, drop
+
+    def release(self) -> list[bytes]:
+        """What is held when the stream ends: passed on as it is."""
+        held, self.held = self.held, []
+        return held
+
+
 def run_filter(source: int = 0, sink: int = 1) -> None:
-    """The filter process: copy `source` to `sink` less TensorFlow's log lines, until EOF;
-    the dropped lines go to the file TFYARD_TF_LOG names, if any."""
+    """The filter process: copy `source` to `sink` less TensorFlow's log lines (and Spark's
+    teardown traceback), until EOF; the dropped lines go to the file TFYARD_TF_LOG names."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     outputs = {True: sink, False: _open_log(os.environ.get(LOG_FILE_ENV))}
-    pending, dropping = b"", False
+    pending, dropping, tracebacks = b"", False, TracebackHold()
     while chunk := os.read(source, 65536):
         # A new chunk starts a new write unless the last one ended mid-line.
         dropping = dropping and bool(pending)
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
         keep, drop, dropping = split_log_lines(lines, dropping)
-        _emit(outputs, keep, drop, b"\n")
+        keep, teardown = tracebacks.split(keep)
+        _emit(outputs, keep, drop + teardown, b"\n")
+    _emit(outputs, tracebacks.release(), [], b"\n")
     keep, drop, _ = split_log_lines([pending] if pending else [], dropping)
     _emit(outputs, keep, drop, b"")
 
