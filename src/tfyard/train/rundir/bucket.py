@@ -125,8 +125,8 @@ class BucketLease:
         while not self._stop.wait(leases.RENEW_S):
             try:
                 etag = store.put(self.place, self._body(), FLAG, self.s3, if_match=self.etag)
-            except UserError:
-                continue   # the store is down: the next renewal tries again
+            except Exception:  # noqa: BLE001 - the store is down: the next renewal tries again
+                continue
             if etag is None:
                 log.warning(f"tfyard: warning: lost the lease on {self.url} to another run "
                             "(this one was silent too long); its files may mix")
