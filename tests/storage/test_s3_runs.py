@@ -113,7 +113,7 @@ def test_the_bucket_lease_is_one_writer_through_conditional_writes(s3, monkeypat
 def unbroken(tmp_path_factory, digits_work):
     """The summary of the same flags trained on local disk, unbroken."""
     out = tmp_path_factory.mktemp("unbroken")
-    train(out, digits_work, *STEPS)
+    train(out, digits_work, *STEPS, "--no_export")   # the export leaves the weights as they are
     return read_json(out / "summary.json")
 
 
@@ -124,7 +124,7 @@ def test_one_writer_sigterm_and_a_new_node_then_evaluate_plot_and_predict_there(
     url = "s3://runs/team/a"
     work = work_dir(tmp_path, digits_work)
     copy = copy_of(work, name, "team/a")
-    first = start(url, work, {})
+    first = start(url, work, {}, "--no_export")
     wait_for(lambda: (copy / "metrics.jsonl").exists(), first)
     second = subprocess.run([sys.executable, "-m", "tfyard", "train", *FAST, *STEPS,
                              "--output_dir", url, "--work_dir", work_dir(tmp_path, digits_work,
@@ -195,7 +195,7 @@ def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
     try:
         work = work_dir(tmp_path, digits_work)
         copy = copy_of(work, name, "b")
-        run = start(url, work, through)
+        run = start(url, work, through, "--no_export")
         wait_for(lambda: bucket_step(s3, name, "b") >= 5, run)
         proxy.hold()   # the store stalls: training goes on, uploads wait
         uploaded = bucket_step(s3, name, "b")
@@ -207,7 +207,7 @@ def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
 
         shutil.rmtree(work)   # a new node; the store goes down once the run has its copy
         work = work_dir(tmp_path, digits_work)
-        run = start(url, work, {**through, "TFYARD_STORE_TIMEOUT": "4"})
+        run = start(url, work, {**through, "TFYARD_STORE_TIMEOUT": "4"}, "--no_export")
         wait_for(lambda: (copy / ".tfyard-lease").exists(), run)
         proxy.stop()
         code, out = finish(run)
@@ -219,7 +219,7 @@ def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
         assert kept > bucket_step(s3, name, "b")
 
         proxy.release()   # back: the same command uploads what this node kept, and resumes
-        code, out = finish(start(url, work, through))
+        code, out = finish(start(url, work, through, "--no_export"))
         assert code == 0, out
         assert f"uploading ckpt-{kept}" in out
     finally:
