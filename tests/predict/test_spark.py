@@ -7,6 +7,7 @@ and workers without tfyard are one line."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.predict.conftest import Terminal, edge_items, listed, read_rows, same_as_local, summary
+from tests.storage.conftest import upload
 from tfyard import quiet
 from tfyard.cli import main
 from tfyard.predict.worker import LOAD_LOG
@@ -61,6 +63,23 @@ def test_python_form_and_cli_agree_with_local_loading_once_per_worker(
                                                "top_ids", "top_names", "top_scores", "error"]
     pids = [line.split()[1] for line in log.read_text().splitlines()]
     assert 1 <= len(pids) <= 2 and len(set(pids)) == len(pids)  # 2 jobs, 8 tasks
+
+
+def test_images_in_a_bucket_are_scored_into_a_bucket(spark, run, few, local_classes, s3):
+    """INPUT and --output in an S3 bucket: the workers read each image from the bucket
+    themselves; the part files are uploaded once all are written."""
+    import pyarrow.parquet as pq
+
+    upload(s3, few, "photos", "day-1")
+    assert main(["predict", "--output_dir", str(run), "s3://photos/day-1", "--on", "spark",
+                 "--output", "s3://photos/scored"]) == 0
+    parts = [item["Key"] for item in s3.list_objects_v2(Bucket="photos", Prefix="scored/")[
+        "Contents"] if item["Key"].endswith(".parquet")]
+    rows = [row for key in parts for row in pq.read_table(
+        io.BytesIO(s3.get_object(Bucket="photos", Key=key)["Body"].read())).to_pylist()]
+    assert sorted(row["path"] for row in rows) == sorted(
+        f"s3://photos/day-1/{p.name}" for p in few.iterdir())
+    same_as_local(rows, local_classes)
 
 
 def test_on_error_fail_names_the_file_in_one_line(spark, run, few, tmp_path, capsys):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tfyard.data.images import IMAGE_EXTENSIONS, is_image, walk_images
 from tfyard.errors import UserError
-from tfyard.storage import in_s3, readable_path, refuse_s3
+from tfyard.storage import in_s3, object_urls, readable_path
 
 
 def lists(entry: str) -> bool:
@@ -25,8 +25,13 @@ def lists(entry: str) -> bool:
 
 
 def _expand(entry: str) -> Iterator[str]:
-    """The images of one INPUT: a file as named, a folder's images, a pattern's matches."""
-    if os.path.isfile(entry):
+    """The images of one INPUT: a file as named, a folder's images, a pattern's matches, the
+    images of a bucket's prefix (their URLs, which the engines' workers read)."""
+    if in_s3(entry, "INPUT"):   # no dot-folders there either
+        inside = len(entry.rstrip("/")) + 1
+        yield from (url for url in object_urls(entry, "INPUT") if is_image(url) and not any(
+            part.startswith(".") for part in url[inside:].split("/")))
+    elif os.path.isfile(entry):
         yield entry
     elif os.path.isdir(entry):
         yield from walk_images(entry)
@@ -44,10 +49,9 @@ def check(inputs: Iterable[str]) -> list[str]:
     if not inputs:
         raise UserError("no INPUT given; name image files, folders or glob patterns")
     for entry in inputs:
-        refuse_s3(entry, "INPUT", "--on spark and --on ray cannot read images from")
         if next(_expand(entry), None) is None:
-            what = ("holds no images" if os.path.isdir(entry) else "matches no images"
-                    if glob.has_magic(entry) else "does not exist")
+            what = ("holds no images" if os.path.isdir(entry) or in_s3(entry, "INPUT") else
+                    "matches no images" if glob.has_magic(entry) else "does not exist")
             raise UserError(f"{entry} {what} ({'/'.join(IMAGE_EXTENSIONS)}); check the path")
     return inputs
 

@@ -15,16 +15,18 @@ from __future__ import annotations
 import collections
 import os
 import socket
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
 from tfyard.predict.local import locate, stopped
 from tfyard.predict.options import PredictOptions
 from tfyard.predict.rows import arrow_schema
-from tfyard.storage import in_s3, readable_dir
+from tfyard.storage import in_s3, read_object, readable_dir, scheme_of
 
 MARK = "tfyard-predict-failed: "
+FETCHES = 8   # images read from a bucket at once, by each worker
 LOAD_LOG = "TFYARD_PREDICT_LOAD_LOG"   # a file each model load appends "host pid path" to
 _loaded: dict = {}
 
@@ -38,6 +40,8 @@ class Job:
     cli: bool = False   # whether errors spell the options as flags
     load_log: str | None = None
     threads: int | None = None   # TensorFlow's op threads a worker: its cores (None: all)
+    # The driver's AWS_* settings, for workers reading a bucket (never printed)
+    storage_env: tuple = field(default=(), repr=False)
 
 
 def job(run, options: PredictOptions, cli: bool = False) -> Job:
@@ -50,7 +54,8 @@ def job(run, options: PredictOptions, cli: bool = False) -> Job:
         saved_model = run.rstrip("/") + ("" if inside == "." else "/" + inside)
     elif not is_remote(saved_model):  # the workers' working directory is not ours
         saved_model = os.path.abspath(saved_model)
-    return Job(saved_model, options, cli, os.environ.get(LOAD_LOG))
+    return Job(saved_model, options, cli, os.environ.get(LOAD_LOG),
+               storage_env=tuple((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
 
 
 def predicted_schema():
@@ -123,16 +128,20 @@ def scored(job: Job, batches, path: str, content: str | None, counted=None):
     of every model batch's rows as they come out, for a progress bar."""
     import pyarrow as pa
 
+    os.environ.update(dict(job.storage_env))   # a bucket is reached as the driver reaches it
     schema, held, rows = predicted_schema(), collections.deque(), []
 
     def items():
-        for batch in batches:
-            if batch.num_rows:
-                held.append(batch)
-                names = batch.column(path).to_pylist()
-                data = (map(readable, names) if content is None
-                        else batch.column(content).to_pylist())
-                yield from zip(names, data, strict=True)
+        with ThreadPoolExecutor(FETCHES) as fetches:   # images in a bucket: 8 GETs at once
+            for batch in batches:
+                if batch.num_rows:
+                    held.append(batch)
+                    names = batch.column(path).to_pylist()
+                    for start in range(0, len(names), FETCHES * 4):
+                        part = names[start:start + FETCHES * 4]
+                        data = (fetches.map(readable, part) if content is None
+                                else batch.column(content).slice(start, len(part)).to_pylist())
+                        yield from zip(part, data, strict=True)
 
     batch_size = job.options.batch_size
     for row in predictor(job).rows(items()):
@@ -149,10 +158,16 @@ def scored(job: Job, batches, path: str, content: str | None, counted=None):
 
 
 def readable(path):
-    """A path TensorFlow reads, for an engine's: Spark names local files `file:/...`
-    (anything else, a null cell, say, is left for the Predictor to refuse)."""
+    """A path TensorFlow reads, for an engine's: Spark names local files `file:/...`; an
+    object in an S3 bucket is read here, its bytes given instead (a missing one stays a
+    path to nothing); anything else, a null cell, say, is left for the Predictor to refuse."""
     if not isinstance(path, str):
         return path
+    if scheme_of(path) == "s3":
+        try:
+            return read_object(path, "INPUT") or path
+        except UserError as exc:   # the store refused or is down: the job stops, one line
+            raise failure(f"{exc} (on worker {socket.gethostname()})") from None
     return path[len("file://"):] if path.startswith("file://") else path.removeprefix("file:")
 
 

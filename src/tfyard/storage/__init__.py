@@ -16,8 +16,9 @@ import tempfile
 from tfyard.errors import UserError
 from tfyard.storage.location import Location, location, scheme_of
 
-__all__ = ["Location", "default_cache", "in_s3", "local_output", "location", "readable_dir",
-           "readable_path", "refuse_s3", "run_copy", "scheme_of", "upload_file"]
+__all__ = ["Location", "default_cache", "in_s3", "local_output", "location", "object_urls",
+           "read_object", "readable_dir", "readable_path", "refuse_s3", "run_copy", "scheme_of",
+           "upload_file"]
 
 
 def in_s3(path: str, flag: str) -> bool:
@@ -48,6 +49,27 @@ def _local(path: str | None, work_dir: str | None, flag: str, copy: str) -> str 
 
     return getattr(mirror, copy)(place, os.path.join(work_dir or default_cache(),
                                                      "bucket-data"), flag)
+
+
+def object_urls(url: str, flag: str):
+    """The URL of every object under the prefix `url`, or `url` alone when it names an
+    object (nothing when neither)."""
+    from tfyard.storage import s3
+
+    place = location(url.rstrip("/"), flag)
+    found = False
+    for entry in s3.listing(place, flag):
+        found = True
+        yield f"{place}/{entry.name}"
+    if not found and place.key and s3.head(place, flag, s3.client()) is not None:
+        yield str(place)
+
+
+def read_object(url: str, flag: str) -> bytes | None:
+    """The bytes of the object `url`; None when there is none."""
+    from tfyard.storage import s3
+
+    return s3.read(location(url, flag), flag, s3.client())
 
 
 def upload_file(path: str, url: str, flag: str) -> None:
