@@ -3,6 +3,7 @@ through the standard AWS settings (`AWS_ENDPOINT_URL_S3`, the credential variabl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -25,13 +26,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    """`python -m moto.server` on a free loopback port, for a module's tests."""
+@contextlib.contextmanager
+def moto_server(**env):
+    """`python -m moto.server` on a free loopback port (with `env` added to its own), its
+    URL while the block runs."""
     pytest.importorskip("moto.server")
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, **env})
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -45,6 +48,13 @@ def s3_endpoint():
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """An S3 server for a module's tests."""
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture

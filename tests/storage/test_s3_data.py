@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import python_prints
 from tests.data.helpers import collect
-from tests.storage.conftest import SECRET, free_port, upload
+from tests.storage.conftest import SECRET, free_port, moto_server, upload
 from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.data import build_dataset
@@ -159,11 +159,15 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
         [*run, "s3://faults/run", "--log_dir", "s3://faults/logs"], capsys)
     assert "cannot be written to an S3 bucket yet" in _refused(
         [*run, out, "--log_dir", "s3://faults/logs"], capsys)
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"chief": ["127.0.0.1:1"]},
+                                                "task": {"type": "evaluator", "index": 0}}))
+    assert "an evaluator member cannot follow a run in a bucket yet" in _refused(
+        [*run, "s3://faults/run"], capsys)
+    monkeypatch.delenv("TF_CONFIG")
     for command in (["evaluate"], ["plot"], ["predict", str(tmp_path)]):
         assert "--output_dir s3://faults/run: no files under this prefix" in _refused(
             [command[0], "--output_dir", "s3://faults/run", *command[1:]], capsys)
-    with pytest.raises(UserError, match="^INPUT s3://faults/images: --on spark and --on ray "
-                       "cannot read images from an S3 bucket yet"):
+    with pytest.raises(UserError, match=r"^s3://faults/images holds no images \(.bmp/"):
         check_inputs(["s3://faults/images"])
     with pytest.raises(UserError, match="^--output s3://faults/rows.csv: tfyard cannot write "
                        "into an S3 bucket yet"):
@@ -180,6 +184,31 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     assert "no AWS credentials found" in _refused(train("s3://faults/cifar"), capsys)
     assert not os.path.exists(out)
+
+
+def test_access_denied_is_one_line_for_data_and_for_a_run(s3, tmp_path, capsys, monkeypatch):
+    """A store that checks permissions (moto's IAM, after the set-up's first requests): a
+    user without any is refused reading data and writing a run, each in one line."""
+    import boto3
+
+    with moto_server(INITIAL_NO_AUTH_ACTION_COUNT="4") as endpoint:
+        admin = {"endpoint_url": endpoint, "region_name": "us-east-1"}
+        boto3.client("s3", **admin).create_bucket(Bucket="locked")
+        boto3.client("s3", **admin).put_object(Bucket="locked", Key="cifar/data_batch_1.bin",
+                                               Body=b"x")
+        boto3.client("iam", **admin).create_user(UserName="nobody")
+        key = boto3.client("iam", **admin).create_access_key(UserName="nobody")["AccessKey"]
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        train = ["train", "--dataset", "cifar10", "--num_gpus", "0"]
+        assert _refused([*train, "--data_dir", "s3://locked/cifar", "--output_dir",
+                         str(tmp_path / "out")], capsys).endswith(
+            "s3://locked/cifar: access denied; give these credentials read (and for outputs, "
+            "write) access")
+        err = _refused([*train, "--output_dir", "s3://locked/runs/a"], capsys)
+        assert "s3://locked/runs/a" in err and "access denied" in err
+        assert key["SecretAccessKey"] not in err
 
 
 def test_s3_needs_the_cloud_extra_and_tfyard_alone_imports_none_of_it(tmp_path):
