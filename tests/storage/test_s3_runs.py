@@ -183,6 +183,10 @@ def test_one_writer_sigterm_and_a_new_node_then_evaluate_plot_and_predict_there(
     (there,) = [json.loads(line) for line in objects(s3, name, "scored")["rows.jsonl"].splitlines()]
     assert there["path"] == "s3://runs/photos/day-1/seven.png"
     assert there["top_ids"] == row["top_ids"] and there["top_scores"] == row["top_scores"]
+    import tfyard
+
+    (python,) = tfyard.predict(url, "s3://runs/photos")   # the Python form reads the bucket too
+    assert python["path"] == there["path"] and python["top_ids"] == row["top_ids"]
 
 
 @pytest.mark.slow

@@ -15,13 +15,20 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tfyard.data.images import IMAGE_EXTENSIONS, is_image, walk_images
 from tfyard.errors import UserError
-from tfyard.storage import in_s3, object_urls, readable_path
+from tfyard.storage import in_s3, object_urls, read_object, readable_path, scheme_of
 
 
 def lists(entry: str) -> bool:
-    """Whether an INPUT entry is listed (a folder, or a pattern that is no file's name)
-    rather than taken as the one file it names."""
-    return not os.path.isfile(entry) and (os.path.isdir(entry) or glob.has_magic(entry))
+    """Whether an INPUT entry is listed (a folder, a pattern that is no file's name, a
+    bucket's prefix) rather than taken as the one file it names."""
+    return in_s3(entry, "INPUT") or (
+        not os.path.isfile(entry) and (os.path.isdir(entry) or glob.has_magic(entry)))
+
+
+def content(path: str):
+    """What the Predictor reads for a listed image: its path, or for an object in a bucket
+    its bytes (a missing one stays a path to nothing)."""
+    return (read_object(path, "INPUT") or path) if scheme_of(path) == "s3" else path
 
 
 def _expand(entry: str) -> Iterator[str]:

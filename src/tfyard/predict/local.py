@@ -145,8 +145,9 @@ def predict_rows(run: str, inputs, top_k: int = 5, batch_size: int = 32,
 
     def items():
         for entry in entries:
-            if _listing(entry):
-                yield from ((path, path) for path in listing.image_files([os.fspath(entry)]))
+            if _listing(entry):   # a bucket's images are read here, as bytes
+                yield from ((path, listing.content(path))
+                            for path in listing.image_files([os.fspath(entry)]))
             else:
                 yield os.fspath(entry) if isinstance(entry, str | os.PathLike) else None, entry
 

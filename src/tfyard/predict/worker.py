@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 
 from tfyard.errors import UserError
 from tfyard.platform import is_remote
+from tfyard.predict.inputs import content
 from tfyard.predict.local import locate, stopped
 from tfyard.predict.options import PredictOptions
 from tfyard.predict.rows import arrow_schema
-from tfyard.storage import in_s3, read_object, readable_dir, scheme_of
+from tfyard.storage import in_s3, readable_dir
 
 MARK = "tfyard-predict-failed: "
 FETCHES = 8   # images read from a bucket at once, by each worker
@@ -163,11 +164,12 @@ def readable(path):
     path to nothing); anything else, a null cell, say, is left for the Predictor to refuse."""
     if not isinstance(path, str):
         return path
-    if scheme_of(path) == "s3":
-        try:
-            return read_object(path, "INPUT") or path
-        except UserError as exc:   # the store refused or is down: the job stops, one line
-            raise failure(f"{exc} (on worker {socket.gethostname()})") from None
+    try:
+        path = content(path)
+    except UserError as exc:   # the store refused or is down: the job stops, one line
+        raise failure(f"{exc} (on worker {socket.gethostname()})") from None
+    if not isinstance(path, str):
+        return path
     return path[len("file://"):] if path.startswith("file://") else path.removeprefix("file:")
 
 
