@@ -34,7 +34,8 @@ def mirrored(place: Location, cache: str, flag: str) -> str:
     return _kept_equal(place, entries, cache, flag)
 
 
-def run_copy(place: Location, cache: str, flag: str, leave: set[str]) -> tuple[str, set[str]]:
+def pulled_run(place: Location, cache: str, flag: str,
+               leave: set[str]) -> tuple[str, set[str]]:
     """The local copy of a run's prefix, which may be empty (a new run), without the objects
     named in `leave`; and the names the prefix holds."""
     entries = [entry for entry in s3.listing(place, flag) if entry.name not in leave]
@@ -115,9 +116,9 @@ def top_names(place: Location, flag: str) -> list[str]:
     return sorted({entry.name.split("/")[0] for entry in s3.listing(place, flag)})
 
 
-def uploaded(root: str, place: Location, flag: str) -> int:
+def uploaded(root: str, place: Location, flag: str) -> None:
     """Every file under the local folder `root` as an object under `place` (8 at a time),
-    then the objects `place` held before that the new set lacks removed; the file count."""
+    then the objects `place` held before that the new set lacks removed."""
     before = {entry.name for entry in s3.listing(place, flag)}
     names = sorted(os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
                    for folder, _, files in os.walk(root) for name in files)
@@ -127,4 +128,3 @@ def uploaded(root: str, place: Location, flag: str) -> int:
                                              client), names))
     for name in sorted(before - set(names)):
         s3.delete(place.child(name), flag, client)
-    return len(names)

@@ -332,16 +332,16 @@ def published(plat, cluster):
         return
     place = location(plat.output_url, FLAG)
     if not cluster.is_coordinator:
-        root, _ = mirror.run_copy(place, os.path.join(plat.work_dir, "bucket-data"), FLAG,
-                                  leave={LEASE})
+        root, _ = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-data"), FLAG,
+                                    leave={LEASE})
         yield dataclasses.replace(plat, output_dir=root), None
         return
     s3 = store.client()
     lease = BucketLease(plat.output_url, s3).take()
     try:
         _push_newer(place, plat.output_dir, s3)
-        _, names = mirror.run_copy(place, os.path.join(plat.work_dir, "bucket-runs"), FLAG,
-                                   leave={LEASE})
+        _, names = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-runs"), FLAG,
+                                     leave={LEASE})
         publisher = Publisher(plat.output_url, plat.output_dir, names, s3)
         try:
             yield plat, publisher
