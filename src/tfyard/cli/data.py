@@ -76,23 +76,17 @@ def _converted(args, target: str) -> dict:
 
 
 def _convert_into_bucket(args) -> dict:
-    """Convert into a local folder under the cache, then upload it to the prefix `args.dst`
-    (its previous set, with --overwrite, replaced once the new one is there)."""
-    import os
-    import tempfile
-
+    """Convert into a local folder, then upload it to the prefix `args.dst` (its previous
+    set, with --overwrite, replaced once the new one is there; `storage.local_output`)."""
     from tfyard import quiet
     from tfyard.data.convert import check_held
-    from tfyard.storage import default_cache, location, mirror
+    from tfyard.storage import local_output, location, mirror
 
-    place = location(args.dst, "destination")
-    check_held(args.dst, mirror.top_names(place, "destination"), args.overwrite)
+    check_held(args.dst, mirror.top_names(location(args.dst, "destination"), "destination"),
+               args.overwrite)
     quiet.install()
-    os.makedirs(default_cache(), exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="convert-", dir=default_cache()) as staging:
-        counts = _converted(args, staging)
-        mirror.uploaded(staging, place, "destination")
-    return counts
+    with local_output(args.dst, "destination") as staging:
+        return _converted(args, staging)
 
 
 def run_inspect(args) -> int:

@@ -24,7 +24,7 @@ from tfyard.predict.inputs import content
 from tfyard.predict.local import locate, stopped
 from tfyard.predict.options import PredictOptions
 from tfyard.predict.rows import arrow_schema
-from tfyard.storage import in_s3, readable_dir
+from tfyard.storage import readable_dir
 
 MARK = "tfyard-predict-failed: "
 FETCHES = 8   # images read from a bucket at once, by each worker
@@ -49,9 +49,10 @@ def job(run, options: PredictOptions, cli: bool = False) -> Job:
     """The Job for `run`'s model and checked `options`, made on the driver before the engine
     starts work. A model in an S3 bucket travels by its URL: each worker copies it itself."""
     run = os.fspath(run)
-    saved_model = locate(run)
-    if in_s3(run, "--output_dir"):
-        inside = os.path.relpath(saved_model, readable_dir(run, None, "--output_dir"))
+    copy = readable_dir(run, None, "--output_dir")   # a bucket's run: copied once, here
+    saved_model = locate(copy)
+    if copy != run:
+        inside = os.path.relpath(saved_model, copy)
         saved_model = run.rstrip("/") + ("" if inside == "." else "/" + inside)
     elif not is_remote(saved_model):  # the workers' working directory is not ours
         saved_model = os.path.abspath(saved_model)
