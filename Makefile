@@ -9,9 +9,11 @@ VERSION := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PACKAGE := $(VENV)/.installed-package-$(VERSION)
 EVERYTHING := $(VENV)/.installed-everything-$(VERSION)
 PYTEST_ARGS ?=
-# `make test` spreads the suite over one pytest-xdist worker a core, each taking the next test
-# when it is free (`--dist worksteal`); PYTEST_WORKERS=0 runs it in one process.
-PYTEST_WORKERS ?= auto
+# `make test` spreads the suite over pytest-xdist workers, each taking the next test when it
+# is free (`--dist worksteal`): one a core and one more, since a worker waits on its tests'
+# child processes (TensorFlow clusters, servers) a third of the time; PYTEST_WORKERS=0 runs
+# it in one process.
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 DEMO_ARGS ?=
 LEGS ?=
 # Installs go through uv, which the venv gets first: the same packages pip would install, in
@@ -23,7 +25,8 @@ INSTALL := UV_COMPILE_BYTECODE=1 $(PIP) install --quiet --python $(BIN)/python
 # The quick slice (`make quick`, ~1 CPU-minute): what differs between versions (compat's
 # shims, fused batch norm), the Ray and Spark launch plans, one short training run (its
 # outputs, exports and plots), predict's csv, jsonl and parquet, a bucket's copy and a run's
-# lease in a bucket (boto3 against moto's S3 server: copies, conditional writes).
+# lease in a bucket (boto3 against moto's S3 server: copies, conditional writes; and
+# google-cloud-storage against gcp-storage-emulator).
 QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_optional.py \
     tests/launch/test_spark_plan.py \
     tests/train/test_single_process.py::test_every_output_exists_and_parses \
@@ -31,7 +34,8 @@ QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_op
     tests/train/test_single_process.py::test_plot_writes_curves \
     tests/predict/test_outputs.py::test_each_format_is_written_whole \
     tests/storage/test_s3_data.py::test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket \
-    tests/storage/test_s3_runs.py::test_the_bucket_lease_is_one_writer_through_conditional_writes
+    tests/storage/test_s3_runs.py::test_the_bucket_lease_is_one_writer_through_conditional_writes \
+    tests/storage/test_gcs.py::test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard
 
 .PHONY: demo test quick matrix lint bench clean
 

@@ -1,8 +1,9 @@
 """Shared test set-up: quiet TensorFlow, no inherited cluster, a way to run the CLI, a local
-Ray for the modules that need one."""
+Ray for the modules that need one, and the heavy files first."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import subprocess
@@ -16,6 +17,19 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # Read when Ray is imported: no usage stats, and every Ray address on loopback.
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+
+HEAVY = ("cluster", "spark", "ray", "slow")
+
+
+def pytest_collection_modifyitems(items):
+    """The files with the most heavy scenarios (multi-process clusters, Spark, Ray, long
+    runs) run first, each file's tests together and in their order: the long tests start
+    early, and `make test` (xdist's worksteal takes from the ends of the queues) ends on
+    short ones rather than on one worker finishing a cluster while the others wait."""
+    weight = collections.Counter(item.path for item in items
+                                 if any(item.get_closest_marker(name) for name in HEAVY))
+    items.sort(key=lambda item: -weight[item.path])
 
 
 @pytest.fixture(autouse=True)

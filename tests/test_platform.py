@@ -77,9 +77,9 @@ def test_unwritable_output_dir(tmp_path):
 
 
 def test_remote_paths_are_kept_verbatim():
-    resolved = platform.resolve(output_dir="gs://bucket/run", num_gpus=0, create=False)
-    assert resolved.output_dir == "gs://bucket/run"
-    assert resolved.log_dir == "gs://bucket/run/logs"
+    resolved = platform.resolve(output_dir="hdfs://namenode/run", num_gpus=0, create=False)
+    assert resolved.output_dir == "hdfs://namenode/run"
+    assert resolved.log_dir == "hdfs://namenode/run/logs"
 
 
 def test_absl_flags(tmp_path):

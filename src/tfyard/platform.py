@@ -19,10 +19,10 @@ from tfyard.flags import rename_flags
 FLAGS = ("data_dir", "output_dir", "work_dir", "log_dir", "num_gpus")
 
 _HELP = {
-    "data_dir": "where the input data lives: a directory, or s3://BUCKET/PREFIX (copied to "
-    "--work_dir first; tfyard[cloud]) (env TFYARD_DATA_DIR; default: none, the dataset decides)",
+    "data_dir": "where the input data lives: a directory, or s3:// or gs://BUCKET/PREFIX (copied "
+    "to --work_dir first; tfyard[cloud]) (env TFYARD_DATA_DIR; default: none, the dataset decides)",
     "output_dir": "where checkpoints, logs, metrics and exports go: a directory, or "
-    "s3://BUCKET/PREFIX (written to a copy under --work_dir, uploaded in the background; "
+    "s3:// or gs://BUCKET/PREFIX (written to a copy under --work_dir, uploaded in the background; "
     "tfyard[cloud]) (env TFYARD_OUTPUT_DIR; default: ./output)",
     "work_dir": "local scratch space for caches, temporary files and the copy of a run in a "
     "bucket (env TFYARD_WORK_DIR; default: <output_dir>/work, or ~/.cache/tfyard/work/... "
@@ -104,7 +104,7 @@ def resolve(
     output = pick(output_dir, "output_dir") or "output"
     work, logs = pick(work_dir, "work_dir"), pick(log_dir, "log_dir")
     url = None
-    if storage.in_s3(output, "--output_dir"):
+    if storage.in_bucket(output, "--output_dir"):
         url, work = output, _local_work(output, work)
         output, logs = storage.run_copy(output, work), _in_run_copy(logs, url, output)
     work = work or _join(output, "work")
@@ -120,7 +120,7 @@ def resolve(
         storage.location(data, source)   # a malformed URL or unknown scheme: before any work
     elif data is not None and not os.path.isdir(data):
         raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
-    storage.refuse_s3(logs, "--log_dir", "a log dir apart from its run cannot be written to")
+    storage.refuse_bucket(logs, "--log_dir", "a log dir apart from its run cannot be written to")
     platform = Platform(
         data_dir=_absolute(data) if data else None,
         output_dir=_absolute(output),

@@ -12,7 +12,7 @@ work, the new output built under a hidden name beside it, and put in place only 
 - A writer holds an exclusive `flock` on its staging entry while it lives, and a leftover is
   cleaned only when nobody holds it: another writer's staging is never touched, and two
   writers of one output both finish with one complete output.
-- A path with a scheme (gs://) goes through `tf.io.gfile`: staged and renamed the same way,
+- A path with a scheme (hdfs://) goes through `tf.io.gfile`: staged and renamed the same way,
   without the lock or the one-step exchange, which object stores do not have.
 """
 
@@ -28,7 +28,7 @@ import shutil
 import uuid
 
 from tfyard.errors import UserError
-from tfyard.storage import refuse_s3
+from tfyard.storage import refuse_bucket
 
 TMP = ".tmp-"
 RENAME_EXCHANGE = 2   # linux/fs.h
@@ -49,7 +49,7 @@ def check_writable(path: str, label: str, kind: str = "file") -> None:
     """Refuse in one line, before any work, an output that cannot be written. `kind`: "file"
     (replaced whole; its directory must exist), "directory" (replaced whole) or "into" (a
     directory written into); the directories missing above those two are created later."""
-    refuse_s3(path, label, "tfyard cannot write into")
+    refuse_bucket(path, label, "tfyard cannot write into")
     if _remote(path):
         return   # an object store says so on the first write; probing it costs a round trip
     path = os.path.abspath(os.path.expanduser(path))

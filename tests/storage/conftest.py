@@ -1,5 +1,6 @@
-"""A real S3-protocol server for the storage tests: moto's server mode on 127.0.0.1, reached
-through the standard AWS settings (`AWS_ENDPOINT_URL_S3`, the credential variables)."""
+"""Real object-store servers for the storage tests, on 127.0.0.1: moto's server mode for the
+S3 protocol, reached through the standard AWS settings (`AWS_ENDPOINT_URL_S3`, the credential
+variables), and gcp-storage-emulator for GCS's JSON API, through `STORAGE_EMULATOR_HOST`."""
 
 from __future__ import annotations
 
@@ -32,16 +33,25 @@ def moto_server(**env):
     URL while the block runs."""
     pytest.importorskip("moto.server")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, **env})
+    with serving([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                 port, env) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int, env=None):
+    """The server `command` started, listening on the loopback `port`, its URL while the
+    block runs."""
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 60
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
         except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "moto did not start"
+            assert server.poll() is None and time.monotonic() < deadline, \
+                f"{command} did not start"
             time.sleep(0.1)
     try:
         yield f"http://127.0.0.1:{port}"
@@ -69,6 +79,38 @@ def s3(s3_endpoint, monkeypatch, tmp_path):
     for name, value in {**SETTINGS, "AWS_ENDPOINT_URL_S3": s3_endpoint}.items():
         monkeypatch.setenv(name, value)
     return boto3.client("s3")
+
+
+@pytest.fixture(scope="module")
+def gcs_endpoint():
+    """A GCS JSON-API server for a module's tests (objects kept in memory)."""
+    pytest.importorskip("gcp_storage_emulator")
+    port = free_port()
+    with serving([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+                  "--port", str(port), "--in-memory"], port) as url:
+        yield url
+
+
+@pytest.fixture
+def gcs(gcs_endpoint, monkeypatch, tmp_path):
+    """The test's Google settings point at the server (no others, and the default copy of
+    bucket data under the test's folder); returns a google-cloud-storage client of it."""
+    from google.cloud import storage
+
+    for name in [n for n in os.environ if n.startswith(("GOOGLE_", "CLOUDSDK_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_endpoint)
+    return storage.Client()
+
+
+def gcs_upload(client, local: Path, bucket: str, prefix: str) -> None:
+    """Every file under `local` as an object under `prefix`, the bucket made if needed."""
+    if client.lookup_bucket(bucket) is None:
+        client.create_bucket(bucket)
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        client.bucket(bucket).blob(f"{prefix}/{path.relative_to(local)}").upload_from_filename(
+            str(path))
 
 
 def upload(client, local: Path, bucket: str, prefix: str) -> None:

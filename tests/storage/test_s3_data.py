@@ -157,7 +157,7 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
         [*run, "s3://faults/run", "--work_dir", "s3://faults/work"], capsys)
     assert "must be inside --output_dir s3://faults/run" in _refused(
         [*run, "s3://faults/run", "--log_dir", "s3://faults/logs"], capsys)
-    assert "cannot be written to an S3 bucket yet" in _refused(
+    assert "cannot be written to a bucket; give a local path" in _refused(
         [*run, out, "--log_dir", "s3://faults/logs"], capsys)
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"chief": ["127.0.0.1:1"]},
                                                 "task": {"type": "evaluator", "index": 0}}))
@@ -170,7 +170,7 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
     with pytest.raises(UserError, match=r"^s3://faults/images holds no images \(.bmp/"):
         check_inputs(["s3://faults/images"])
     with pytest.raises(UserError, match="^--output s3://faults/rows.csv: tfyard cannot write "
-                       "into an S3 bucket yet"):
+                       "into a bucket"):
         check_writable("s3://faults/rows.csv", "--output")
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{free_port()}")
@@ -211,14 +211,16 @@ def test_access_denied_is_one_line_for_data_and_for_a_run(s3, tmp_path, capsys, 
         assert key["SecretAccessKey"] not in err
 
 
-def test_s3_needs_the_cloud_extra_and_tfyard_alone_imports_none_of_it(tmp_path):
+def test_buckets_need_the_cloud_extra_and_tfyard_alone_imports_none_of_it(tmp_path):
     assert python_prints("import sys, tfyard.cli, tfyard.data, tfyard.storage; "
-                         "print('boto3' in sys.modules)") == "False"
-    code = ("import sys; sys.modules['boto3'] = None; from tfyard.cli import main; "
-            "sys.exit(main(['data', 'inspect', 's3://some-bucket/data']))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 2
-    assert done.stderr.strip() == ("tfyard: error: s3:// paths need the cloud extra: pip "
-                                   "install 'tfyard[cloud]'")
+                         "print('boto3' in sys.modules or 'google.cloud' in sys.modules)") \
+        == "False"
+    for scheme, library in (("s3", "boto3"), ("gs", "google.cloud")):
+        code = (f"import sys; sys.modules['{library}'] = None; from tfyard.cli import main; "
+                f"sys.exit(main(['data', 'inspect', '{scheme}://some-bucket/data']))")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 2
+        assert done.stderr.strip() == (f"tfyard: error: {scheme}:// paths need the cloud "
+                                       "extra: pip install 'tfyard[cloud]'")
     with pytest.raises(UserError, match="unknown scheme"):
         readable_dir("s4://x/y", None)

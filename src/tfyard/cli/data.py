@@ -42,15 +42,15 @@ def register(commands) -> None:
 
 def run_convert(args) -> int:
     """Checks first, then the new set written beside DST and put in its place whole: a failed
-    or killed convert leaves DST as it was. Into an S3 bucket, the set is written to a local
+    or killed convert leaves DST as it was. Into a bucket, the set is written to a local
     folder first and uploaded once complete."""
     from tfyard import quiet
     from tfyard.data.convert import check_destination
     from tfyard.replace import check_writable, replacing_directory
-    from tfyard.storage import in_s3, readable_dir
+    from tfyard.storage import in_bucket, readable_dir
 
     args.src = readable_dir(args.src, None, "source")
-    if in_s3(args.dst, "destination"):
+    if in_bucket(args.dst, "destination"):
         counts = _convert_into_bucket(args)
     else:
         check_destination(args.src, args.dst, args.overwrite)

@@ -54,14 +54,15 @@ def register(commands) -> None:
          "there, so it must be one volume that every pod can reach: a ReadWriteMany claim, or "
          "a host path shared by every node")
     platform.add_platform_flag(
-        pack, "output_dir", metavar="s3://BUCKET/PREFIX",
+        pack, "output_dir", metavar="s3|gs://BUCKET/PREFIX",
         help="with --k8s: the run goes to this bucket prefix instead of an output volume "
         "(the chief writes a copy on its disk and uploads it; a restarted pod resumes from "
         "the bucket)")
     flag("credentials_secret", metavar="SECRET",
          help="with --k8s: a Kubernetes Secret whose keys become each pod's environment, for "
          "the bucket's credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
-         "AWS_ENDPOINT_URL_S3, ...); never written into the manifest")
+         "AWS_ENDPOINT_URL_S3, ...; for gs://, GKE's Workload Identity needs none); never "
+         "written into the manifest")
     flag("test_data_path", metavar="P", help="host data directory for the local test command")
     flag("test_output_path", metavar="P", help="host output directory for the local test")
     flag("build", action="store_true", help="run `docker build`")

@@ -28,13 +28,13 @@ def register(commands) -> None:
     platform.add_platform_flag(
         predict, "output_dir", required=True, metavar="RUN",
         help="the run directory (a copy of its export/ or a SavedModel works too), or its "
-        "s3://BUCKET/PREFIX")
+        "s3:// or gs://BUCKET/PREFIX")
     predict.add_argument("inputs", nargs="+", metavar="INPUT",
                          help="image files, folders (recursive) or glob patterns ('**' too), or "
-                         "s3://BUCKET/PREFIX (its images)")
+                         "s3:// or gs://BUCKET/PREFIX (its images)")
     predict.add_argument("--output", metavar="FILE",
-                         help="write the table to FILE, or to s3://BUCKET/KEY (uploaded once "
-                         "whole) (default: standard output)")
+                         help="write the table to FILE, or to s3:// or gs://BUCKET/KEY "
+                         "(uploaded once whole) (default: standard output)")
     predict.add_argument("--format", choices=FORMATS, default=None,
                          help="table format (default: by FILE's extension, else csv; parquet "
                          "needs pyarrow and --output)")

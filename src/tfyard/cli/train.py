@@ -14,8 +14,8 @@ from tfyard.train.options import (
 )
 
 DEMO_EPOCHS = 10
-RUN_DIR = ("a directory written by `tfyard train`, or its s3://BUCKET/PREFIX (read through "
-           "a copy under ~/.cache/tfyard)")
+RUN_DIR = ("a directory written by `tfyard train`, or its s3:// or gs://BUCKET/PREFIX (read "
+           "through a copy under ~/.cache/tfyard)")
 
 
 def register(commands) -> None:

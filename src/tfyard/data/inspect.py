@@ -38,7 +38,7 @@ def detect(path: str) -> str:
 
 def inspect(path: str, verify: bool = False, name: str | None = None) -> dict:
     """Counts, classes, image sizes and (with `verify`, a full decode) problems per split.
-    A `path` in an S3 bucket is read from its copy on local disk."""
+    A `path` in a bucket is read from its copy on local disk."""
     report = {"path": path}
     path = readable_dir(path, None, "PATH")
     name = name or detect(path)

@@ -99,7 +99,7 @@ def _bucket(output_dir: str | None, output_volume: str | None) -> str | None:
         return None
     if scheme_of(output_dir) is None:
         raise UserError(f"--output_dir {output_dir!r}: a pod's own disk does not outlive it; "
-                        "give s3://BUCKET/PREFIX, or mount a volume with --output_volume")
+                        "give s3:// or gs://BUCKET/PREFIX, or mount a volume with --output_volume")
     place = location(output_dir, "--output_dir")
     if output_volume is not None:
         raise UserError(f"--output_dir {output_dir} and --output_volume both name the run's "

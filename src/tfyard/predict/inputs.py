@@ -15,26 +15,26 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tfyard.data.images import IMAGE_EXTENSIONS, is_image, walk_images
 from tfyard.errors import UserError
-from tfyard.storage import in_s3, object_urls, read_object, readable_path, scheme_of
+from tfyard.storage import in_bucket, object_urls, read_object, readable_path
 
 
 def lists(entry: str) -> bool:
     """Whether an INPUT entry is listed (a folder, a pattern that is no file's name, a
     bucket's prefix) rather than taken as the one file it names."""
-    return in_s3(entry, "INPUT") or (
+    return in_bucket(entry, "INPUT") or (
         not os.path.isfile(entry) and (os.path.isdir(entry) or glob.has_magic(entry)))
 
 
 def content(path: str):
     """What the Predictor reads for a listed image: its path, or for an object in a bucket
     its bytes (a missing one stays a path to nothing)."""
-    return (read_object(path, "INPUT") or path) if scheme_of(path) == "s3" else path
+    return (read_object(path, "INPUT") or path) if in_bucket(path, "INPUT") else path
 
 
 def _expand(entry: str) -> Iterator[str]:
     """The images of one INPUT: a file as named, a folder's images, a pattern's matches, the
     images of a bucket's prefix (their URLs, which the engines' workers read)."""
-    if in_s3(entry, "INPUT"):   # no dot-folders there either
+    if in_bucket(entry, "INPUT"):   # no dot-folders there either
         inside = len(entry.rstrip("/")) + 1
         yield from (url for url in object_urls(entry, "INPUT") if is_image(url) and not any(
             part.startswith(".") for part in url[inside:].split("/")))
@@ -57,18 +57,18 @@ def check(inputs: Iterable[str]) -> list[str]:
         raise UserError("no INPUT given; name image files, folders or glob patterns")
     for entry in inputs:
         if next(_expand(entry), None) is None:
-            what = ("holds no images" if os.path.isdir(entry) or in_s3(entry, "INPUT") else
+            what = ("holds no images" if os.path.isdir(entry) or in_bucket(entry, "INPUT") else
                     "matches no images" if glob.has_magic(entry) else "does not exist")
             raise UserError(f"{entry} {what} ({'/'.join(IMAGE_EXTENSIONS)}); check the path")
     return inputs
 
 
 def localized(inputs: Iterable[str]) -> tuple[list[str], Callable[[str], str]]:
-    """INPUT with each entry in an S3 bucket (an object or a prefix) replaced by its copy on
+    """INPUT with each entry in a bucket (an object or a prefix) replaced by its copy on
     local disk, and the function that names a listed file as the user gave it (its URL)."""
     inputs, copies = [os.fspath(entry) for entry in inputs], {}
     for number, entry in enumerate(inputs):
-        if in_s3(entry, "INPUT"):
+        if in_bucket(entry, "INPUT"):
             inputs[number] = readable_path(entry.rstrip("/"), None, "INPUT")
             copies[inputs[number]] = entry.rstrip("/")
 

@@ -35,7 +35,7 @@ def _exists(path: str) -> bool:
 
 def locate(run: str) -> str:
     """The SavedModel of `run`: a run directory, its export/, or a SavedModel itself;
-    checked before TensorFlow loads, so a wrong path answers at once. A run in an S3 bucket
+    checked before TensorFlow loads, so a wrong path answers at once. A run in a bucket
     is read from its local copy (`storage.readable_dir`)."""
     run = readable_dir(run, None, "--output_dir")
     for candidate in (run, os.path.join(run, "saved_model"),

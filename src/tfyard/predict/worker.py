@@ -24,7 +24,7 @@ from tfyard.predict.inputs import content
 from tfyard.predict.local import locate, stopped
 from tfyard.predict.options import PredictOptions
 from tfyard.predict.rows import arrow_schema
-from tfyard.storage import readable_dir
+from tfyard.storage import readable_dir, store
 
 MARK = "tfyard-predict-failed: "
 FETCHES = 8   # images read from a bucket at once, by each worker
@@ -41,13 +41,14 @@ class Job:
     cli: bool = False   # whether errors spell the options as flags
     load_log: str | None = None
     threads: int | None = None   # TensorFlow's op threads a worker: its cores (None: all)
-    # The driver's AWS_* settings, for workers reading a bucket (never printed)
+    # The driver's store settings (AWS_*, GOOGLE_*, ...), for workers reading a bucket (never
+    # printed)
     storage_env: tuple = field(default=(), repr=False)
 
 
 def job(run, options: PredictOptions, cli: bool = False) -> Job:
     """The Job for `run`'s model and checked `options`, made on the driver before the engine
-    starts work. A model in an S3 bucket travels by its URL: each worker copies it itself."""
+    starts work. A model in a bucket travels by its URL: each worker copies it itself."""
     run = os.fspath(run)
     copy = readable_dir(run, None, "--output_dir")   # a bucket's run: copied once, here
     saved_model = locate(copy)
@@ -56,8 +57,7 @@ def job(run, options: PredictOptions, cli: bool = False) -> Job:
         saved_model = run.rstrip("/") + ("" if inside == "." else "/" + inside)
     elif not is_remote(saved_model):  # the workers' working directory is not ours
         saved_model = os.path.abspath(saved_model)
-    return Job(saved_model, options, cli, os.environ.get(LOAD_LOG),
-               storage_env=tuple((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+    return Job(saved_model, options, cli, os.environ.get(LOAD_LOG), storage_env=store.settings())
 
 
 def predicted_schema():
@@ -161,7 +161,7 @@ def scored(job: Job, batches, path: str, content: str | None, counted=None):
 
 def readable(path):
     """A path TensorFlow reads, for an engine's: Spark names local files `file:/...`; an
-    object in an S3 bucket is read here, its bytes given instead (a missing one stays a
+    object in a bucket is read here, its bytes given instead (a missing one stays a
     path to nothing); anything else, a null cell, say, is left for the Predictor to refuse."""
     if not isinstance(path, str):
         return path

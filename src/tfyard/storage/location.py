@@ -7,11 +7,15 @@ from dataclasses import dataclass
 
 from tfyard.errors import UserError
 
+# Buckets, which tfyard copies to local disk through its own stores (`store.py`).
+BUCKET_SCHEMES = ("s3", "gs")
 # Schemes tfyard reads through TensorFlow's own file systems (tf.io.gfile).
-TENSORFLOW_SCHEMES = ("gs", "hdfs")
-SCHEMES = ("s3", *TENSORFLOW_SCHEMES)
-# S3's own rule for a bucket name (3-63 of lowercase letters, digits, dots and dashes).
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+TENSORFLOW_SCHEMES = ("hdfs",)
+SCHEMES = (*BUCKET_SCHEMES, *TENSORFLOW_SCHEMES)
+# Each store's own rule for a bucket name: lowercase letters, digits, dots and dashes (and
+# for GCS underscores), starting and ending with a letter or digit.
+_BUCKET = {"s3": re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"),
+           "gs": re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")}
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ def location(path: str, flag: str = "the path") -> Location:
         raise UserError(f"{flag} {path}: unknown scheme {scheme}://; use a local path, s3://, "
                         "gs:// or hdfs://")
     bucket, _, key = path.partition("://")[2].partition("/")
-    if not bucket or (scheme == "s3" and not _BUCKET.match(bucket)):
+    if not bucket or (scheme in _BUCKET and not _BUCKET[scheme].match(bucket)):
         raise UserError(f"{flag} {path} is not a valid {scheme}:// URL; write "
                         f"{scheme}://BUCKET/PREFIX")
     return Location(scheme, bucket, key.strip("/"))

@@ -2,11 +2,11 @@
 files and the step never waits on the network; and a local folder copied up to a prefix
 (`uploaded`: what `data convert` writes into a bucket).
 
-The copy lives at `CACHE/s3/BUCKET/PREFIX`. Each file keeps the object's size and modified
-time, so a second run copies only what changed; files no longer in the bucket are removed,
-so the copy is the prefix as it is now. Each file is written whole (a temporary file renamed
-into place), so a copy killed midway leaves no torn file, and members that share a work
-directory can copy at once.
+The copy lives at `CACHE/SCHEME/BUCKET/PREFIX`. Each file keeps the object's size and
+modified time, so a second run copies only what changed; files no longer in the bucket are
+removed, so the copy is the prefix as it is now. Each file is written whole (a temporary file
+renamed into place), so a copy killed midway leaves no torn file, and members that share a
+work directory can copy at once.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from tfyard.errors import UserError
-from tfyard.storage import s3
+from tfyard.storage import store
 from tfyard.storage.location import Location
+from tfyard.storage.store import Entry
 
 PARALLEL = 8   # objects downloaded at once
 PARTIAL = ".tfyard-partial-"   # a file being copied: NAME.tfyard-partial-XXXXXXXX
@@ -28,7 +29,7 @@ PARTIAL = ".tfyard-partial-"   # a file being copied: NAME.tfyard-partial-XXXXXX
 def mirrored(place: Location, cache: str, flag: str) -> str:
     """The local copy of the prefix `place`, read as a folder, brought up to date and holding
     nothing else; a UserError when the prefix holds no files."""
-    entries = list(s3.listing(place, flag))
+    entries = list(store.of(place.scheme).listing(place, flag))
     if not entries:
         raise UserError(f"{flag} {place}: no files under this prefix; check the URL")
     return _kept_equal(place, entries, cache, flag)
@@ -38,11 +39,12 @@ def pulled_run(place: Location, cache: str, flag: str,
                leave: set[str]) -> tuple[str, set[str]]:
     """The local copy of a run's prefix, which may be empty (a new run), without the objects
     named in `leave`; and the names the prefix holds."""
-    entries = [entry for entry in s3.listing(place, flag) if entry.name not in leave]
+    entries = [entry for entry in store.of(place.scheme).listing(place, flag)
+               if entry.name not in leave]
     return _kept_equal(place, entries, cache, flag), {entry.name for entry in entries}
 
 
-def _kept_equal(place: Location, entries: list[s3.Entry], cache: str, flag: str) -> str:
+def _kept_equal(place: Location, entries: list[Entry], cache: str, flag: str) -> str:
     root = _fetched(place, entries, cache, flag)
     _remove_others(root, {entry.name for entry in entries})
     return root
@@ -53,14 +55,14 @@ def copied(place: Location, cache: str, flag: str) -> str:
     checkpoint prefix's files) and the objects under KEY/ (a folder)."""
     parent, _, base = place.key.rpartition("/")
     folder = Location(place.scheme, place.bucket, parent)
-    entries = [entry for entry in s3.listing(folder, flag, beginning=base)
+    entries = [entry for entry in store.of(place.scheme).listing(folder, flag, beginning=base)
                if entry.name == base or entry.name.startswith((f"{base}.", f"{base}/"))]
     if not entries:
         raise UserError(f"{flag} {place}: no such object or prefix in the bucket; check the URL")
     return os.path.join(_fetched(folder, entries, cache, flag), base)
 
 
-def _fetched(folder: Location, entries: list[s3.Entry], cache: str, flag: str) -> str:
+def _fetched(folder: Location, entries: list[Entry], cache: str, flag: str) -> str:
     """Download the `entries` of `folder` that the local copy lacks or holds in another
     version; returns the copy's root."""
     for entry in entries:
@@ -70,13 +72,13 @@ def _fetched(folder: Location, entries: list[s3.Entry], cache: str, flag: str) -
     root = os.path.join(cache, folder.scheme, folder.bucket, *filter(None, folder.key.split("/")))
     os.makedirs(root, exist_ok=True)
     stale = [entry for entry in entries if not _current(os.path.join(root, entry.name), entry)]
-    client = s3.client()
+    objects = store.of(folder.scheme)
 
-    def fetch(entry: s3.Entry) -> None:
+    def fetch(entry: Entry) -> None:
         target = os.path.join(root, entry.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         partial = f"{target}{PARTIAL}{uuid.uuid4().hex[:8]}"
-        s3.download(folder.child(entry.name), partial, flag, client)
+        objects.download(folder.child(entry.name), partial, flag)
         os.utime(partial, (entry.modified, entry.modified))
         os.replace(partial, target)
 
@@ -89,7 +91,7 @@ def _fetched(folder: Location, entries: list[s3.Entry], cache: str, flag: str) -
     return root
 
 
-def _current(path: str, entry: s3.Entry) -> bool:
+def _current(path: str, entry: Entry) -> bool:
     try:
         stat = os.stat(path)
     except FileNotFoundError:
@@ -113,18 +115,19 @@ def _remove_others(root: str, names: set[str]) -> None:
 
 def top_names(place: Location, flag: str) -> list[str]:
     """The names directly under the prefix `place` (files, and folders by their name)."""
-    return sorted({entry.name.split("/")[0] for entry in s3.listing(place, flag)})
+    return sorted({entry.name.split("/")[0]
+                   for entry in store.of(place.scheme).listing(place, flag)})
 
 
 def uploaded(root: str, place: Location, flag: str) -> None:
     """Every file under the local folder `root` as an object under `place` (8 at a time),
     then the objects `place` held before that the new set lacks removed."""
-    before = {entry.name for entry in s3.listing(place, flag)}
+    objects = store.of(place.scheme)
+    before = {entry.name for entry in objects.listing(place, flag)}
     names = sorted(os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
                    for folder, _, files in os.walk(root) for name in files)
-    client = s3.client()
     with ThreadPoolExecutor(PARALLEL) as pool:
-        list(pool.map(lambda name: s3.upload(os.path.join(root, name), place.child(name), flag,
-                                             client), names))
+        list(pool.map(lambda name: objects.upload(os.path.join(root, name), place.child(name),
+                                                  flag), names))
     for name in sorted(before - set(names)):
-        s3.delete(place.child(name), flag, client)
+        objects.delete(place.child(name), flag)

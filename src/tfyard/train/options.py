@@ -185,7 +185,7 @@ class RunOptions(_Checked):
         None, group=START, help="start from these weights: a run directory (its newest "
         "checkpoint), a checkpoint prefix (out/checkpoints/ckpt-200), a .keras, .weights.h5 "
         "or Keras .h5 file (Keras Applications' ImageNet weights, with or without the top), "
-        "locally or in an S3 bucket (s3://...). "
+        "locally or in a bucket (s3://..., gs://...). "
         "Only arrays are read, never code. Strict: a weight the source lacks or holds with "
         "another shape is an error, but the classifier head starts fresh when its class count "
         "differs. A resume keeps its own checkpoint and does not apply it again")

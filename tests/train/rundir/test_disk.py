@@ -19,7 +19,7 @@ def test_the_layout_names_each_file_of_a_run(tmp_path):
         "run.json", "summary.json", "metrics.jsonl", "checkpoints", "export",
         os.path.join("export", "model.keras"), "curves.png", ".tfyard-lease"]
     assert type(run.files) is LocalFiles
-    assert type(RunDirectory("gs://bucket/run").files) is TensorFlowFiles
+    assert type(RunDirectory("hdfs://namenode/run").files) is TensorFlowFiles
 
 
 def test_local_writes_are_whole_and_an_exclusive_one_never_overwrites(tmp_path):
@@ -62,4 +62,4 @@ def test_a_remote_store_refuses_the_lease_operations():
     assert files.remote
     for operation in (files.move, files.hard_link):
         with pytest.raises(OSError, match="remote path"):
-            operation("gs://bucket/a", "gs://bucket/b")
+            operation("hdfs://namenode/a", "hdfs://namenode/b")

@@ -1,5 +1,5 @@
-"""A run whose `--output_dir` is an S3 bucket prefix: written to a local copy, published in
-the background, with the promises of a run on disk.
+"""A run whose `--output_dir` is a bucket prefix (`s3://`, `gs://`): written to a local copy,
+published in the background, with the promises of a run on disk.
 
 TensorFlow 2.21 cannot write `s3://`, and a step must never wait on the network, so the run
 is written as always, into its copy under `--work_dir` (`platform.resolve` points
@@ -13,8 +13,9 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
 - **Everything else** (metrics, run.json, summaries, TensorBoard events, curves, export) is
   uploaded when it changed, every PERIOD_S seconds and at the end.
 - **One writer.** `BucketLease` holds `PREFIX/.tfyard-lease` through the store's conditional
-  writes: created only if absent (If-None-Match), renewed and taken over only as the version
-  read (If-Match). A store that ignores those headers is refused in one line.
+  writes: created only if absent (S3's If-None-Match, GCS's ifGenerationMatch=0), renewed and
+  taken over only as the version read (If-Match, ifGenerationMatch=G). A store that ignores
+  them is refused in one line.
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
   restart on a new node needs nothing from the old one.
 - **Nothing lost at the end.** `published` flushes before the process exits, SIGTERM's save
@@ -35,8 +36,7 @@ import time
 import uuid
 
 from tfyard.errors import UserError
-from tfyard.storage import location, mirror
-from tfyard.storage import s3 as store
+from tfyard.storage import location, mirror, store
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import CHECKPOINTS, EXPORT, LEASE
 
@@ -67,27 +67,28 @@ class BucketLease:
     """The one-writer lease of a run in a bucket (see `lease` for the rules a claimant
     follows; here the store's conditional writes make create and take-over atomic)."""
 
-    def __init__(self, url: str, s3):
-        self.url, self.s3 = url, s3
+    def __init__(self, url: str):
+        self.url = url
         self.place = location(url, FLAG).child(LEASE)
+        self.store = store.of(self.place.scheme)
         self.me = leases.claimant()
-        self.etag: str | None = None
+        self.version: str | None = None
         self._stop = threading.Event()
 
     def take(self) -> BucketLease:
         for _ in range(5):
-            holder, etag = self._read()
+            holder, version = self._read()
             if holder is None:
-                self.etag = store.put(self.place, self._body(), FLAG, self.s3, if_absent=True)
-                if self.etag:
+                self.version = self.store.put(self.place, self._body(), FLAG, if_absent=True)
+                if self.version:
                     self._require_conditions()
                     break
                 continue
             why = leases.stale_reason(holder, self.me)
             if why is None:
                 raise UserError(leases.refusal(self.url, holder))
-            self.etag = store.put(self.place, self._body(), FLAG, self.s3, if_match=etag)
-            if self.etag:
+            self.version = self.store.put(self.place, self._body(), FLAG, if_match=version)
+            if self.version:
                 if why != "this process" and "job" not in why:
                     log.info(f"tfyard: took over the lease on {self.url} ({why})")
                 break
@@ -100,53 +101,54 @@ class BucketLease:
         return json.dumps(self.me).encode()
 
     def _read(self) -> tuple[dict | None, str | None]:
-        found = store.head(self.place, FLAG, self.s3)
+        found = self.store.head(self.place, FLAG)
         if found is None:
             return None, None
         try:
-            holder = json.loads(store.read(self.place, FLAG, self.s3) or b"")
+            holder = json.loads(self.store.read(self.place, FLAG) or b"")
         except ValueError:
             holder = {}
         if not isinstance(holder, dict):
             holder = {}
-        return {**holder, "age": found.age}, found.etag
+        return {**holder, "age": found.age}, found.version
 
     def _require_conditions(self) -> None:
-        """A store that ignores If-None-Match would let a second run in: refuse it."""
-        if store.put(self.place, self._body(), FLAG, self.s3, if_absent=True) is None:
+        """A store that ignores conditional writes would let a second run in: refuse it."""
+        if self.store.put(self.place, self._body(), FLAG, if_absent=True) is None:
             return
-        store.delete(self.place, FLAG, self.s3)
-        raise UserError(f"{FLAG} {self.url}: the store {store.endpoint()} ignores conditional "
-                        "writes (If-None-Match), so tfyard cannot keep a second run out of "
-                        "this prefix; use a store that has them (AWS S3, MinIO, Ceph, R2) or a "
-                        "local --output_dir")
+        self.store.delete(self.place, FLAG)
+        raise UserError(f"{FLAG} {self.url}: the store {self.store.where()} ignores "
+                        f"{self.store.conditions}, so tfyard cannot keep a second run out of "
+                        "this prefix; use a store that has them (AWS S3, GCS, MinIO, Ceph, R2) "
+                        "or a local --output_dir")
 
     def _renew(self) -> None:
         while not self._stop.wait(leases.RENEW_S):
             try:
-                etag = store.put(self.place, self._body(), FLAG, self.s3, if_match=self.etag)
+                version = self.store.put(self.place, self._body(), FLAG, if_match=self.version)
             except Exception:  # noqa: BLE001 - the store is down: the next renewal tries again
                 continue
-            if etag is None:
+            if version is None:
                 log.warning(f"tfyard: warning: lost the lease on {self.url} to another run "
                             "(this one was silent too long); its files may mix")
                 return
-            self.etag = etag
+            self.version = version
 
     def release(self) -> None:
         self._stop.set()
         with contextlib.suppress(UserError):
-            found = store.head(self.place, FLAG, self.s3)
-            if found is not None and found.etag == self.etag:
-                store.delete(self.place, FLAG, self.s3)
+            found = self.store.head(self.place, FLAG)
+            if found is not None and found.version == self.version:
+                self.store.delete(self.place, FLAG)
 
 
 class Publisher:
     """Uploads the local copy of a run to its bucket prefix in the background."""
 
-    def __init__(self, url: str, copy: str, names: set[str], s3):
-        self.url, self.copy, self.s3 = url, copy, s3
+    def __init__(self, url: str, copy: str, names: set[str]):
+        self.url, self.copy = url, copy
         self.place = location(url, FLAG)
+        self.store = store.of(self.place.scheme)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
         self._pending: str | None = None   # the newest save's snapshot, not yet uploaded
@@ -263,13 +265,13 @@ class Publisher:
 
     def _upload(self, path: str, name: str) -> None:
         try:
-            store.upload(path, self.place.child(name), FLAG, self.s3)
+            self.store.upload(path, self.place.child(name), FLAG)
         except FileNotFoundError:
             return   # removed since it was listed: the next pass deletes it remotely
         self._remote.add(name)
 
     def _delete(self, name: str) -> None:
-        store.delete(self.place.child(name), FLAG, self.s3)
+        self.store.delete(self.place.child(name), FLAG)
         self._remote.discard(name)
         self._sent.pop(name, None)
 
@@ -282,7 +284,7 @@ def _version(path: str) -> tuple[int, int] | None:
     return stat.st_size, stat.st_mtime_ns
 
 
-def _push_newer(place, copy: str, s3) -> None:
+def _push_newer(place, copy: str) -> None:
     """A run stopped because the store was down left a newer checkpoint in its copy than the
     bucket has: upload it (files, then the pointer) before the copy is made level."""
     pointer = os.path.join(copy, CHECKPOINTS, POINTER)
@@ -291,15 +293,16 @@ def _push_newer(place, copy: str, s3) -> None:
             local = _latest(handle.read())
     except OSError:
         return
-    remote = _latest((store.read(place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG, s3)
+    objects = store.of(place.scheme)
+    remote = _latest((objects.read(place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG)
                       or b"").decode("utf-8", "replace"))
     if local is None or (remote is not None and remote >= local):
         return
     log.info(f"tfyard: uploading ckpt-{local}, which {copy} holds and {place} does not yet")
     saved = os.path.join(copy, CHECKPOINTS, f"ckpt-{local}")
     for file in sorted(glob.glob(glob.escape(saved) + ".*")):
-        store.upload(file, place.child(f"{CHECKPOINTS}/{os.path.basename(file)}"), FLAG, s3)
-    store.upload(pointer, place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG, s3)
+        objects.upload(file, place.child(f"{CHECKPOINTS}/{os.path.basename(file)}"), FLAG)
+    objects.upload(pointer, place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG)
 
 
 def _latest(pointer_text: str) -> int | None:
@@ -336,13 +339,12 @@ def published(plat, cluster):
                                     leave={LEASE})
         yield dataclasses.replace(plat, output_dir=root), None
         return
-    s3 = store.client()
-    lease = BucketLease(plat.output_url, s3).take()
+    lease = BucketLease(plat.output_url).take()
     try:
-        _push_newer(place, plat.output_dir, s3)
+        _push_newer(place, plat.output_dir)
         _, names = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-runs"), FLAG,
                                      leave={LEASE})
-        publisher = Publisher(plat.output_url, plat.output_dir, names, s3)
+        publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
             yield plat, publisher
         except BaseException:

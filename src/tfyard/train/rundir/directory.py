@@ -160,7 +160,7 @@ def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int
 
 def require_run(output_dir: str, use_export: bool = False) -> None:
     """Refuse a directory that has no run.json, or nothing to evaluate yet. A local one is
-    checked before TensorFlow loads; a remote one (gs://, hdfs://) through its file system."""
+    checked before TensorFlow loads; a remote one (hdfs://) through its file system."""
     run = RunDirectory(output_dir)
     exists = run.files.has
     run_file = run.run_file

@@ -3,12 +3,13 @@ upper: the layout). Every module of `rundir` reads and writes through `files_for
 
 - `LocalFiles`: local disk, whole-file replaces through `tfyard.replace`, the lease's
   atomic link and move;
-- `TensorFlowFiles`: a path TensorFlow's own file systems open (gs://, hdfs://); it has no
+- `TensorFlowFiles`: a path TensorFlow's own file systems open (hdfs://); it has no
   atomic link, so it holds no lease (`lease.take_lease`).
 
 A store that TensorFlow can open is one more class with these methods, picked by its scheme
-in `files_for`. An S3 bucket is not one: TensorFlow cannot write there, so a run in a bucket
-is written to a local copy (these `LocalFiles`) and published by `bucket.py`.
+in `files_for`. A bucket (s3://, gs://) is not one: TensorFlow cannot write s3://, and
+neither store has an atomic rename, so a run in a bucket is written to a local copy (these
+`LocalFiles`) and published by `bucket.py`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 
 from tfyard.platform import is_remote
 from tfyard.replace import recover_all, replacing_directory, replacing_file
-from tfyard.storage import refuse_s3
+from tfyard.storage import refuse_bucket
 
 
 class LocalFiles:
@@ -157,5 +158,5 @@ class TensorFlowFiles(LocalFiles):
 
 def files_for(path: str) -> LocalFiles:
     """The file operations for `path`: by its scheme, local disk when it has none."""
-    refuse_s3(path, "--output_dir", "a run cannot be read from")
+    refuse_bucket(path, "--output_dir", "a run cannot be read from")
     return TensorFlowFiles() if is_remote(path) else LocalFiles()

@@ -63,8 +63,8 @@ class Source:
 
 @contextlib.contextmanager
 def open_source(given: str, work_dir: str | None = None) -> Iterator[Source]:
-    """The weights at `given` (any form in the module docstring), open while in use; in an
-    S3 bucket, read from their copy under `work_dir`."""
+    """The weights at `given` (any form in the module docstring), open while in use; in a
+    bucket, read from their copy under `work_dir`."""
     path = os.path.abspath(os.path.expanduser(readable_path(given, work_dir, FLAG)))
     if os.path.isdir(path):
         yield _checkpoint(given, _newest_checkpoint(given, path))

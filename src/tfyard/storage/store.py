@@ -1,0 +1,92 @@
+"""The object stores a bucket URL names: one class a scheme (`s3.S3Store`, `gcs.GcsStore`)
+with the same few calls, so the copies (`mirror`), a run's publisher and its lease are
+written once for all of them. A store is made on first use, one a process for each set of
+its settings, and only then imports its client library (the `cloud` extra)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from tfyard.storage.location import Location
+
+# The environment a store reads its settings from (credentials, region, endpoint): what a
+# process reaching a bucket as this one does must inherit (predict's engine workers).
+SETTINGS = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One object under a prefix: its key relative to the prefix, size and modified time."""
+
+    name: str
+    size: int
+    modified: float
+
+
+@dataclass(frozen=True)
+class Head:
+    """An object's version (S3's ETag, GCS's generation) and its age in seconds."""
+
+    version: str
+    age: float
+
+
+class Store(Protocol):
+    """What tfyard asks of an object store. `flag` names the option a failure is reported
+    against; each failure a user can fix is a UserError of one line, never credentials."""
+
+    conditions: str   # how the store names its conditional writes, for the refusal line
+
+    def where(self) -> str:
+        """The endpoint, for messages."""
+
+    def listing(self, place: Location, flag: str, beginning: str = "") -> Iterator[Entry]:
+        """Every object under the prefix `place` whose name there starts with `beginning`."""
+
+    def download(self, place: Location, target: str, flag: str) -> None:
+        """The object `place` into the local file `target`, in one streamed request."""
+
+    def put(self, place: Location, body: bytes, flag: str, *, if_absent: bool = False,
+            if_match: str | None = None) -> str | None:
+        """Store `body` at `place`, only if no object is there (`if_absent`) or only if the
+        one there is the version `if_match`; its new version, or None when the condition did
+        not hold."""
+
+    def head(self, place: Location, flag: str) -> Head | None:
+        """The object at `place`, or None when there is none."""
+
+    def read(self, place: Location, flag: str) -> bytes | None:
+        """The bytes of the object at `place`, or None when there is none."""
+
+    def upload(self, path: str, place: Location, flag: str) -> None:
+        """The local file `path` to `place`, read through one open handle (a file renamed or
+        removed meanwhile is still sent whole)."""
+
+    def delete(self, place: Location, flag: str) -> None:
+        """Remove the object at `place` (none there is no error)."""
+
+
+def of(scheme: str) -> Store:
+    """The store for `scheme` ("s3" or "gs") with the process's current settings."""
+    if scheme == "s3":
+        from tfyard.storage.s3 import S3Store as kind
+    else:
+        from tfyard.storage.gcs import GcsStore as kind
+    settings = (scheme, *sorted((name, value) for name, value in os.environ.items()
+                                if name.startswith(SETTINGS)))
+    if settings not in _stores:
+        _stores[settings] = kind()
+    return _stores[settings]
+
+
+_stores: dict[tuple, Store] = {}
+
+
+def settings() -> tuple[tuple[str, str], ...]:
+    """This process's store settings, to hand to a process that must reach the same buckets
+    (secrets among them: never print them)."""
+    return tuple((name, value) for name, value in os.environ.items()
+                 if name.startswith(SETTINGS))

@@ -1,0 +1,151 @@
+"""gs:// on a real GCS JSON-API server (gcp-storage-emulator on 127.0.0.1): the same copies,
+uploads and lease as s3://, through google-cloud-storage. Data, fine-tuning sources, runs to
+read and predict's inputs and outputs all take gs://, and each fault is one line.
+
+The emulator ignores generation preconditions (ifGenerationMatch), so it cannot hold a run's
+lease: there a run is refused in one line, which is what a store without conditional writes
+must get. The lease itself is one code path for both stores (`bucket.BucketLease` over
+`Store.put`'s conditions); its refusals and take-overs are tested against moto's S3 server,
+which honours its conditions, in test_s3_runs.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.predict.conftest import folder, run  # noqa: F401 - one trained run, its photos
+from tests.storage.conftest import free_port, gcs_upload
+from tests.train.test_evaluate_splits import WRITERS
+from tfyard.cli import main
+from tfyard.errors import UserError
+from tfyard.storage import location, readable_dir, store
+
+
+def objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
+    return {blob.name[len(prefix) + 1:]: blob.download_as_bytes()
+            for blob in client.list_blobs(bucket, prefix=prefix + "/")}
+
+
+def test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard(gcs, tmp_path):
+    from tfyard.train.rundir.bucket import BucketLease
+
+    source = tmp_path / "source"
+    (source / "nested").mkdir(parents=True)
+    (source / "a.bin").write_bytes(b"a" * 1000)
+    (source / "nested" / "b.bin").write_bytes(b"b" * 10)
+    gcs_upload(gcs, source, "copies", "set")
+    local = readable_dir("gs://copies/set", str(tmp_path / "work"))
+    assert local == str(tmp_path / "work" / "bucket-data" / "gs" / "copies" / "set")
+    assert open(os.path.join(local, "nested", "b.bin"), "rb").read() == b"b" * 10
+    gcs.bucket("copies").blob("set/a.bin").upload_from_string(b"new")
+    gcs.bucket("copies").blob("set/nested/b.bin").delete()
+    readable_dir("gs://copies/set", str(tmp_path / "work"))   # kept equal to the prefix
+    assert open(os.path.join(local, "a.bin"), "rb").read() == b"new"
+    assert not os.path.exists(os.path.join(local, "nested", "b.bin"))
+
+    objects_ = store.of("gs")
+    place = location("gs://copies/set/lease", "--x")
+    version = objects_.put(place, b"one", "--x", if_absent=True)
+    found = objects_.head(place, "--x")
+    assert found.version == version and 0 <= found.age < 60
+    assert objects_.read(place, "--x") == b"one"
+    objects_.delete(place, "--x")
+    assert objects_.head(place, "--x") is None and objects_.read(place, "--x") is None
+    objects_.delete(place, "--x")   # nothing there: no error
+
+    with pytest.raises(UserError, match=r"^--output_dir gs://copies/run: the store http://"
+                       r"127\.0\.0\.1:\d+ ignores generation preconditions \(ifGenerationMatch"
+                       r"\), so tfyard cannot keep a second run out of this prefix"):
+        BucketLease("gs://copies/run").take()
+    assert objects(gcs, "copies", "run") == {}   # its trial lease removed
+
+
+def test_data_weights_a_run_and_predict_take_gs(gcs, tmp_path, run, folder, capsys):  # noqa: F811
+    data = tmp_path / "data"
+    data.mkdir()
+    WRITERS["cifar10"](data)
+    gcs_upload(gcs, data, "team", "cifar")
+    gcs_upload(gcs, run, "team", "runs/photos")   # a run made elsewhere, then uploaded
+    out = tmp_path / "out"
+    assert main(["train", "--dataset", "cifar10", "--data_dir", "gs://team/cifar", "--model",
+                 "cifar_resnet8", "--image_size", "16", "--batch_size", "4", "--train_steps",
+                 "2", "--num_gpus", "0", "--quiet", "--no_jit_compile", "--no_export",
+                 "--output_dir", str(out), "--init_checkpoint", "gs://team/runs/photos"]) == 0
+    recorded = json.loads((out / "run.json").read_text())
+    assert recorded["data_dir"] == "gs://team/cifar"
+    assert recorded["init"]["source"] == "gs://team/runs/photos"
+    assert recorded["init"]["loaded"] > 0
+    capsys.readouterr()
+    assert main(["evaluate", "--output_dir", "gs://team/runs/photos"]) == 0
+    assert "top1" in capsys.readouterr().out
+    assert main(["data", "inspect", "gs://team/cifar", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["splits"]["train"]["records"] == 10
+    assert main(["data", "convert", "cifar10", "gs://team/cifar", "gs://team/set", "--shards",
+                 "2", "--workers", "1"]) == 0
+    assert {"labels.txt", "train-00000-of-00002", "train-00001-of-00002"} <= set(
+        objects(gcs, "team", "set"))
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "red.jpg").write_bytes((folder / "validation" / "red" / "0.jpg").read_bytes())
+    gcs_upload(gcs, photos, "team", "photos")
+    capsys.readouterr()
+    assert main(["predict", "--output_dir", "gs://team/runs/photos", "gs://team/photos",
+                 "--output", "gs://team/scored/rows.jsonl"]) == 0
+    assert capsys.readouterr().err.strip().endswith("wrote gs://team/scored/rows.jsonl")
+    (row,) = [json.loads(line) for line in objects(gcs, "team", "scored")["rows.jsonl"]
+              .splitlines()]
+    assert row["path"] == "gs://team/photos/red.jpg" and not row["error"]
+    import tfyard
+
+    (local,) = tfyard.predict(run, [str(photos / "red.jpg")])
+    assert row["class_name"] == local["class_name"] and row["top_ids"] == local["top_ids"]
+
+    assert main(["train", "--dataset", "digits", "--num_gpus", "0", "--output_dir",
+                 "gs://team/runs/new"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "ignores generation preconditions" in err, err
+
+
+def _refused(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    return err
+
+
+def test_each_gcs_fault_is_one_line_in_seconds(gcs, tmp_path, capsys, monkeypatch):
+    gcs_upload(gcs, tmp_path, "faults", "nothing")   # the bucket, holding no data
+    out = str(tmp_path / "out")
+
+    def train(url):
+        return ["train", "--dataset", "cifar10", "--data_dir", url, "--num_gpus", "0",
+                "--output_dir", out]
+
+    assert "no such bucket" in _refused(train("gs://no-bucket-here/cifar"), capsys)
+    assert "no files under this prefix" in _refused(train("gs://faults/empty"), capsys)
+    assert "is not a valid gs:// URL" in _refused(train("gs://Not!A!Bucket/x"), capsys)
+    assert "is not a valid gs:// URL" in _refused(train("gs://"), capsys)
+    assert "no such bucket" in _refused(["train", "--dataset", "digits", "--num_gpus", "0",
+                                         "--output_dir", "gs://no-bucket-here/run"], capsys)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    assert "cannot reach the GCS endpoint" in _refused(train("gs://faults/cifar"), capsys)
+    assert time.monotonic() - started < 30
+    assert not os.path.exists(out)
+
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("GOOGLE_", "CLOUDSDK_", "STORAGE_EMULATOR_HOST"))}
+    env.update(NO_GCE_CHECK="true", CLOUDSDK_CONFIG=str(tmp_path / "no-gcloud"))
+    done = subprocess.run([sys.executable, "-m", "tfyard", "data", "inspect", "gs://faults/x"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "tfyard: error: PATH gs://faults/x: no Google credentials found; set "
+        "GOOGLE_APPLICATION_CREDENTIALS to a key file, or run gcloud auth "
+        "application-default login")
