@@ -44,9 +44,11 @@ def _fresh_tfyard_logger():
 
 @pytest.fixture(autouse=True)
 def _no_cluster(monkeypatch):
-    """Tests never inherit a TF_CONFIG or platform settings from the caller's shell."""
+    """Tests never inherit a TF_CONFIG, platform or tracking settings from the caller's
+    shell."""
     for name in ("TF_CONFIG", "TF_CONFIG_FILE", "TFYARD_DATA_DIR", "TFYARD_OUTPUT_DIR",
-                 "TFYARD_WORK_DIR", "TFYARD_LOG_DIR", "TFYARD_NUM_GPUS"):
+                 "TFYARD_WORK_DIR", "TFYARD_LOG_DIR", "TFYARD_NUM_GPUS", "MLFLOW_TRACKING_URI",
+                 "MLFLOW_EXPERIMENT_NAME"):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -5,6 +5,7 @@ sideways, and no module imports itself back through others.
     cli, and the tfyard.spark entry point
     bench                       measures train and launch, so it sits on them
     train, launch, pack
+    tracking                    a run in MLflow; its model serves through predict
     predict                     reads SavedModels; train's export builds its signatures
     data, models, distribute, platform (and quiet, keras_startup, replace)
     storage                     where a path lives: local disk or a bucket
@@ -36,6 +37,7 @@ LAYERS = [
     {"cli", "spark", "ray"},
     {"bench"},
     {"train", "launch", "pack"},
+    {"tracking"},
     {"predict"},
     {"data", "models", "distribute", "platform", "quiet", "keras_startup", "replace"},
     {"storage"},

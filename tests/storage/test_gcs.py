@@ -23,7 +23,7 @@ from tests.storage.conftest import free_port, gcs_upload
 from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.errors import UserError
-from tfyard.storage import location, readable_dir, store
+from tfyard.storage import location, readable_dir, stores
 
 
 def objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
@@ -48,7 +48,7 @@ def test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard(gcs, tmp_pa
     assert open(os.path.join(local, "a.bin"), "rb").read() == b"new"
     assert not os.path.exists(os.path.join(local, "nested", "b.bin"))
 
-    objects_ = store.of("gs")
+    objects_ = stores.of("gs")
     place = location("gs://copies/set/lease", "--x")
     version = objects_.put(place, b"one", "--x", if_absent=True)
     found = objects_.head(place, "--x")

@@ -1,6 +1,7 @@
 """`tfyard train` as members of real clusters started by `tfyard launch local`: all-reduce
 workers, and each of the user's own models (tests/user_code/models.py) on a parameter-server
-cluster. The parameter-server job with an evaluator, and a worker killed on the way, is
+cluster, each tracked in MLflow (only the chief logs, once). The parameter-server job with
+an evaluator, and a worker killed on the way, is
 `tests/reliability/test_faults.py::test_killed_parameter_server_worker_is_replaced_without_a_job_restart`."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import run_tfyard
+from tests.tracking.conftest import runs, steps
 from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
 from tests.train.task.test_user_models import MODELS, USER_CODE, USER_MODELS, user_model
 
@@ -19,17 +21,28 @@ pytestmark = pytest.mark.cluster
 ASYNC = ["--learning_rate", "0.02"]
 
 
-def launch(tmp_path, work, layout: list[str], *train_flags):
+def launch(tmp_path, work, layout: list[str], *train_flags, tracking=None):
+    """Train on the cluster `layout`; `tracking`: (server, experiment) given to every member
+    as MLflow's variables, checked to hold one run that has each report once."""
     command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", tmp_path,
                "--work_dir", work, "--no_export", *train_flags]
-    result = run_tfyard("launch", "local", *layout, "--", *command, timeout=900)
+    env = {} if tracking is None else {"MLFLOW_TRACKING_URI": tracking[0],
+                                       "MLFLOW_EXPERIMENT_NAME": tracking[1]}
+    result = run_tfyard("launch", "local", *layout, "--", *command, timeout=900, env=env)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    if tracking:
+        (run,) = runs(*tracking)
+        reported = [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")
+                    if r["kind"] == "train"]
+        assert steps(tracking[0], run.info.run_id, "loss") == reported
+        assert run.info.status == "FINISHED"
     return result
 
 
-def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work):
+def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work, mlflow_uri,
+                                                           experiment):
     launch(tmp_path, digits_work, ["--workers", "2"], "--train_steps", "40",
-           "--eval_every_epochs", "100")
+           "--eval_every_epochs", "100", tracking=(mlflow_uri, experiment))
     members = digits_work / "members"
     first, second = read_json(members / "worker-0.json"), read_json(members / "worker-1.json")
     assert first["strategy"] == "multi_worker_mirrored" and first["replicas"] == 2
@@ -53,11 +66,13 @@ def test_a_user_script_trains_as_its_tf_config_role_on_two_workers(tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(USER_MODELS))
-def test_a_user_model_trains_on_a_parameter_server_cluster(tmp_path, digits_work, name):
+def test_a_user_model_trains_on_a_parameter_server_cluster(tmp_path, digits_work, name,
+                                                          mlflow_uri, experiment):
     """Chief, 2 workers and 1 ps import the user's module from its file; the chief reports
     the model's own figures (its export is tested on one device, test_user_models.py)."""
     launch(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1"], *ASYNC,
-           "--train_steps", "8", "--steps_per_loop", "4", *user_model(name))
+           "--train_steps", "8", "--steps_per_loop", "4", *user_model(name),
+           tracking=(mlflow_uri, experiment))
     summary = read_json(tmp_path / "summary.json")
     assert (summary["strategy"], summary["final_step"]) == ("parameter_server", 8)
     assert summary["model"] == f"{MODELS}:{name}"

@@ -1,4 +1,4 @@
-"""`tfyard train`, `tfyard evaluate`, `tfyard demo` and `tfyard plot`."""
+"""`tfyard train`, `tfyard evaluate`, `tfyard demo`, `tfyard plot` and `tfyard track`."""
 
 from __future__ import annotations
 
@@ -48,6 +48,18 @@ def register(commands) -> None:
     plot = commands.add_parser("plot", help="draw loss, accuracy and images/sec curves")
     platform.add_platform_flag(plot, "output_dir", required=True, help=RUN_DIR)
     plot.set_defaults(func=_plot)
+
+    track = commands.add_parser(
+        "track", help="log a run directory into MLflow (one trained before tracking was on)",
+        description="Log a run into MLflow after the fact: run.json's settings as params, "
+        "every report of metrics.jsonl, run.json, summary.json, curves.png and the export as "
+        "a model. A run tracked before continues its MLflow run with what it lacks (what a "
+        "tracking server that was down did not take), so running it twice sends nothing "
+        "twice.")
+    platform.add_platform_flag(track, "output_dir", required=True, help=RUN_DIR)
+    add_option_arguments(track, ["mlflow_uri", "experiment", "run_name", "register_model"],
+                         grouped=False)
+    track.set_defaults(func=_track)
 
 
 def _train(args) -> int:
@@ -103,4 +115,26 @@ def _plot(args) -> int:
     upload_file(written, url, "--output_dir")
     print(f"wrote {url} (and {written}); TensorBoard reads the copy: tensorboard --logdir "
           f"{os.path.join(run, 'logs')}")
+    return 0
+
+
+def _track(args) -> int:
+    from tfyard import tracking
+    from tfyard.errors import UserError
+    from tfyard.storage import readable_dir, upload_file
+    from tfyard.train.rundir.directory import RUN_FILE
+    from tfyard.train.rundir.tracked import backfill
+
+    settings = tracking.settings(args.mlflow_uri, args.experiment, args.run_name,
+                                 register_model=args.register_model)
+    if settings is None:
+        raise UserError(f"no tracking server: give --mlflow_uri or set {tracking.URI_ENV}")
+    run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
+    if not os.path.isfile(os.path.join(run, RUN_FILE)):
+        raise UserError(f"{args.output_dir} holds no {RUN_FILE}; point --output_dir at a "
+                        "directory written by `tfyard train`")
+    print(backfill(settings, run, args.output_dir))
+    if run != args.output_dir:   # the MLflow run's id, for a later track or resume
+        upload_file(os.path.join(run, RUN_FILE), f"{args.output_dir.rstrip('/')}/{RUN_FILE}",
+                    "--output_dir")
     return 0

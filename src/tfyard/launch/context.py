@@ -12,8 +12,16 @@ import sys
 from dataclasses import dataclass
 
 PAYLOAD_MODULE = "tfyard.launch.context"
-# Driver environment that members also get, wherever their executor or actor runs.
+# Driver environment that members also get, wherever their executor or actor runs: these
+# names, and MLflow's settings (a tracked run's chief logs from its executor or actor).
 PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL")
+PASS_PREFIXES = ("MLFLOW_",)
+
+
+def passed_env() -> dict[str, str]:
+    """The driver's environment that every member gets (secrets among them: never print)."""
+    return {name: value for name, value in os.environ.items()
+            if name in PASS_THROUGH or name.startswith(PASS_PREFIXES)}
 
 
 @dataclass(frozen=True)

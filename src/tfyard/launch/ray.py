@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
-from tfyard.launch.context import PASS_THROUGH, PAYLOAD_MODULE, Context, write_payload
+from tfyard.launch.context import PAYLOAD_MODULE, Context, passed_env, write_payload
 from tfyard.launch.local import ProcessMember, check_command, member_env
 from tfyard.launch.ports import reserve_port
 from tfyard.launch.supervise import (
@@ -283,7 +283,7 @@ def _launch(members: list[Member], placement: Placement | None, policy: Policy |
     placement, policy = placement or Placement(), policy or Policy()
     work = {"cwd": os.getcwd(), "command": list(command) if command else None,
             "payload": payload, "heartbeat": bool(policy.hang_timeout),
-            "env": job_env({k: os.environ[k] for k in PASS_THROUGH if k in os.environ})}
+            "env": job_env(passed_env())}
     with ray_session(address) as ray:
         backend = _RayBackend(ray, len(members), placement, work, write)
         try:

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
-from tfyard.launch.context import PASS_THROUGH, PAYLOAD_MODULE, Context, write_payload
+from tfyard.launch.context import PAYLOAD_MODULE, Context, passed_env, write_payload
 from tfyard.launch.local import ProcessMember, check_command, member_env, stop_group
 from tfyard.launch.ports import reserved_ports
 from tfyard.launch.supervise import (
@@ -141,7 +141,7 @@ def run_function(sc, main_fun: Callable, args: Sequence[str], num_executors: int
 
 
 def _run_stage(sc, members, command, write, board=None) -> None:
-    env = job_env({k: os.environ[k] for k in PASS_THROUGH if k in os.environ})
+    env = job_env(passed_env())
     cwd = os.getcwd()
     with _LineSink(sc.getConf().get("spark.driver.host", "127.0.0.1"), write) as sink:
         address, token = sink.address, sink.token

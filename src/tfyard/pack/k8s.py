@@ -116,6 +116,9 @@ def _header(spec: PackSpec) -> str:
     if k8s.output_url:
         lines.append(f"Output: {k8s.output_url}, written by the chief through a copy on its "
                      "disk (no output volume).")
+    if k8s.tracking:
+        lines.append("Tracking: " + ", ".join(f"{name}={value}" for name, value in k8s.tracking)
+                     + " (from this shell); the chief logs the run to MLflow.")
     if k8s.credentials_secret:
         lines.append(f"Credentials: every key of Secret {k8s.credentials_secret} is an "
                      "environment variable of each pod (AWS_ACCESS_KEY_ID, "
@@ -145,7 +148,8 @@ def render_manifest(spec: PackSpec) -> str:
         "image": spec.image,
         "command": ["python", "-c", BOOTSTRAP,
                     *mounted_command(spec, k8s.output_url or OUTPUT_DIR)],
-        "env": [{"name": "TFYARD_CLUSTER", "value": json.dumps(cluster)}],
+        "env": [{"name": "TFYARD_CLUSTER", "value": json.dumps(cluster)},
+                *({"name": name, "value": value} for name, value in k8s.tracking)],
         "ports": [{"name": "grpc", "containerPort": PORT}],
     }
     if k8s.credentials_secret:

@@ -3,6 +3,7 @@ checks them, so a mistake is one line here instead of a refusal from `kubectl ap
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -44,6 +45,7 @@ class K8sSpec:
     output_volume: Volume | None = None
     output_url: str | None = None   # the run in a bucket instead of an output volume
     credentials_secret: str | None = None   # a Secret whose keys become the pods' environment
+    tracking: tuple[tuple[str, str], ...] = ()   # MLflow's settings given to every pod
 
     @property
     def roles(self) -> dict[str, int]:
@@ -90,7 +92,23 @@ def make_k8s_spec(k8s: str | None, image: str, name: str | None = None,
         output_volume=parse_volume("--output_volume", output_volume),
         output_url=_bucket(output_dir, output_volume),
         credentials_secret=_secret(credentials_secret),
+        tracking=_tracking(),
     )
+
+
+def _tracking() -> tuple[tuple[str, str], ...]:
+    """MLflow's server and experiment from the packing shell, for the chief's pod to log to;
+    a URI holding a password is refused (credentials belong in the Secret)."""
+    from tfyard import tracking
+
+    uri = os.environ.get(tracking.URI_ENV)
+    if uri and tracking.redacted(uri) != uri:
+        raise UserError(f"{tracking.URI_ENV} holds credentials, which a manifest must not; "
+                        "give the URI without them and put MLFLOW_TRACKING_TOKEN (or "
+                        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) in the Secret "
+                        "named by --credentials_secret")
+    return tuple((name, os.environ[name]) for name in (tracking.URI_ENV, tracking.EXPERIMENT_ENV)
+                 if os.environ.get(name))
 
 
 def _bucket(output_dir: str | None, output_volume: str | None) -> str | None:

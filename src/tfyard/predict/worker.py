@@ -24,7 +24,7 @@ from tfyard.predict.inputs import content
 from tfyard.predict.local import locate, stopped
 from tfyard.predict.options import PredictOptions
 from tfyard.predict.rows import arrow_schema
-from tfyard.storage import readable_dir, store
+from tfyard.storage import readable_dir, stores
 
 MARK = "tfyard-predict-failed: "
 FETCHES = 8   # images read from a bucket at once, by each worker
@@ -57,7 +57,7 @@ def job(run, options: PredictOptions, cli: bool = False) -> Job:
         saved_model = run.rstrip("/") + ("" if inside == "." else "/" + inside)
     elif not is_remote(saved_model):  # the workers' working directory is not ours
         saved_model = os.path.abspath(saved_model)
-    return Job(saved_model, options, cli, os.environ.get(LOAD_LOG), storage_env=store.settings())
+    return Job(saved_model, options, cli, os.environ.get(LOAD_LOG), storage_env=stores.settings())
 
 
 def predicted_schema():

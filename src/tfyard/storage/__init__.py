@@ -17,7 +17,7 @@ import shutil
 import tempfile
 
 from tfyard.errors import UserError
-from tfyard.storage import store
+from tfyard.storage import stores
 from tfyard.storage.location import BUCKET_SCHEMES, Location, location, scheme_of
 
 __all__ = ["Location", "default_cache", "in_bucket", "local_output", "location", "object_urls",
@@ -60,7 +60,7 @@ def object_urls(url: str, flag: str):
     """The URL of every object under the prefix `url`, or `url` alone when it names an
     object (nothing when neither)."""
     place = location(url.rstrip("/"), flag)
-    objects = store.of(place.scheme)
+    objects = stores.of(place.scheme)
     found = False
     for entry in objects.listing(place, flag):
         found = True
@@ -72,13 +72,13 @@ def object_urls(url: str, flag: str):
 def read_object(url: str, flag: str) -> bytes | None:
     """The bytes of the object `url`; None when there is none."""
     place = location(url, flag)
-    return store.of(place.scheme).read(place, flag)
+    return stores.of(place.scheme).read(place, flag)
 
 
 def upload_file(path: str, url: str, flag: str) -> None:
     """Copy the local file `path` to the object `url` of a bucket."""
     place = location(url, flag)
-    store.of(place.scheme).upload(path, place, flag)
+    stores.of(place.scheme).upload(path, place, flag)
 
 
 @contextlib.contextmanager

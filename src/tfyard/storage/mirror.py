@@ -18,7 +18,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from tfyard.errors import UserError
-from tfyard.storage import store
+from tfyard.storage import stores
 from tfyard.storage.location import Location
 from tfyard.storage.store import Entry
 
@@ -29,7 +29,7 @@ PARTIAL = ".tfyard-partial-"   # a file being copied: NAME.tfyard-partial-XXXXXX
 def mirrored(place: Location, cache: str, flag: str) -> str:
     """The local copy of the prefix `place`, read as a folder, brought up to date and holding
     nothing else; a UserError when the prefix holds no files."""
-    entries = list(store.of(place.scheme).listing(place, flag))
+    entries = list(stores.of(place.scheme).listing(place, flag))
     if not entries:
         raise UserError(f"{flag} {place}: no files under this prefix; check the URL")
     return _kept_equal(place, entries, cache, flag)
@@ -39,7 +39,7 @@ def pulled_run(place: Location, cache: str, flag: str,
                leave: set[str]) -> tuple[str, set[str]]:
     """The local copy of a run's prefix, which may be empty (a new run), without the objects
     named in `leave`; and the names the prefix holds."""
-    entries = [entry for entry in store.of(place.scheme).listing(place, flag)
+    entries = [entry for entry in stores.of(place.scheme).listing(place, flag)
                if entry.name not in leave]
     return _kept_equal(place, entries, cache, flag), {entry.name for entry in entries}
 
@@ -55,7 +55,7 @@ def copied(place: Location, cache: str, flag: str) -> str:
     checkpoint prefix's files) and the objects under KEY/ (a folder)."""
     parent, _, base = place.key.rpartition("/")
     folder = Location(place.scheme, place.bucket, parent)
-    entries = [entry for entry in store.of(place.scheme).listing(folder, flag, beginning=base)
+    entries = [entry for entry in stores.of(place.scheme).listing(folder, flag, beginning=base)
                if entry.name == base or entry.name.startswith((f"{base}.", f"{base}/"))]
     if not entries:
         raise UserError(f"{flag} {place}: no such object or prefix in the bucket; check the URL")
@@ -72,7 +72,7 @@ def _fetched(folder: Location, entries: list[Entry], cache: str, flag: str) -> s
     root = os.path.join(cache, folder.scheme, folder.bucket, *filter(None, folder.key.split("/")))
     os.makedirs(root, exist_ok=True)
     stale = [entry for entry in entries if not _current(os.path.join(root, entry.name), entry)]
-    objects = store.of(folder.scheme)
+    objects = stores.of(folder.scheme)
 
     def fetch(entry: Entry) -> None:
         target = os.path.join(root, entry.name)
@@ -116,13 +116,13 @@ def _remove_others(root: str, names: set[str]) -> None:
 def top_names(place: Location, flag: str) -> list[str]:
     """The names directly under the prefix `place` (files, and folders by their name)."""
     return sorted({entry.name.split("/")[0]
-                   for entry in store.of(place.scheme).listing(place, flag)})
+                   for entry in stores.of(place.scheme).listing(place, flag)})
 
 
 def uploaded(root: str, place: Location, flag: str) -> None:
     """Every file under the local folder `root` as an object under `place` (8 at a time),
     then the objects `place` held before that the new set lacks removed."""
-    objects = store.of(place.scheme)
+    objects = stores.of(place.scheme)
     before = {entry.name for entry in objects.listing(place, flag)}
     names = sorted(os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
                    for folder, _, files in os.walk(root) for name in files)

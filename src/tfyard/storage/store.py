@@ -1,20 +1,14 @@
-"""The object stores a bucket URL names: one class a scheme (`s3.S3Store`, `gcs.GcsStore`)
-with the same few calls, so the copies (`mirror`), a run's publisher and its lease are
-written once for all of them. A store is made on first use, one a process for each set of
-its settings, and only then imports its client library (the `cloud` extra)."""
+"""What an object store is to tfyard: the few calls the copies (`mirror`), a run's publisher
+and its lease make, which each scheme's class (`s3.S3Store`, `gcs.GcsStore`) answers, so
+those are written once for every store (`stores.of` picks the class)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from tfyard.storage.location import Location
-
-# The environment a store reads its settings from (credentials, region, endpoint): what a
-# process reaching a bucket as this one does must inherit (predict's engine workers).
-SETTINGS = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_")
 
 
 @dataclass(frozen=True)
@@ -67,26 +61,3 @@ class Store(Protocol):
 
     def delete(self, place: Location, flag: str) -> None:
         """Remove the object at `place` (none there is no error)."""
-
-
-def of(scheme: str) -> Store:
-    """The store for `scheme` ("s3" or "gs") with the process's current settings."""
-    if scheme == "s3":
-        from tfyard.storage.s3 import S3Store as kind
-    else:
-        from tfyard.storage.gcs import GcsStore as kind
-    settings = (scheme, *sorted((name, value) for name, value in os.environ.items()
-                                if name.startswith(SETTINGS)))
-    if settings not in _stores:
-        _stores[settings] = kind()
-    return _stores[settings]
-
-
-_stores: dict[tuple, Store] = {}
-
-
-def settings() -> tuple[tuple[str, str], ...]:
-    """This process's store settings, to hand to a process that must reach the same buckets
-    (secrets among them: never print them)."""
-    return tuple((name, value) for name, value in os.environ.items()
-                 if name.startswith(SETTINGS))

@@ -65,17 +65,22 @@ class EvalAction(Action):
 
 
 class MetricsAction(Action):
-    """Each chunk's train metrics and each evaluation to metrics.jsonl and TensorBoard."""
+    """Each chunk's train metrics and each evaluation to metrics.jsonl and TensorBoard, and
+    to the MLflow run's queue when the run is tracked."""
 
-    def __init__(self, reporter):
-        self.reporter = reporter
+    def __init__(self, reporter, tracker=None):
+        self.reporter, self.tracker = reporter, tracker
 
     def on_chunk_end(self, state: RunState) -> None:
-        self.reporter.report(state.step, state.epoch, state.metrics)
+        self._report(self.reporter.report(state.step, state.epoch, state.metrics))
 
     def on_boundary(self, state: RunState) -> None:
         if state.eval_step == state.step:
-            self.reporter.report(state.step, state.epoch, state.eval, kind="eval")
+            self._report(self.reporter.report(state.step, state.epoch, state.eval, kind="eval"))
+
+    def _report(self, record: dict) -> None:
+        if self.tracker is not None:
+            self.tracker.log(record)
 
     def close(self) -> None:
         self.reporter.close()

@@ -14,6 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 from tfyard import platform as platform_contract
+from tfyard import tracking
 from tfyard.distribute import heartbeat
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
@@ -112,21 +113,50 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         refuse_other_run(plat.output_dir, **task.identity())
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-        controller, restored = _controller(prepared, watchdog, publisher)
+        controller, restored, tracker = _controller(prepared, watchdog, publisher)
         _announce(prepared, restored, controller.state.start_step)
-        with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
-                peer_loss(cluster, plan.strategy, lambda: controller.state.step):
-            state = controller.run()
-        summary = _finish(prepared, state)
-        if state.stop_reason == PREEMPTED:
-            strategies.end_together()  # all-reduce members stopped at the same step
-            preemption.exit_preempted(state.step)
+        with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
+            with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
+                    peer_loss(cluster, plan.strategy, lambda: controller.state.step):
+                state = controller.run()
+            summary = _finish(prepared, state)
+            if state.stop_reason == PREEMPTED:
+                strategies.end_together()  # all-reduce members stopped at the same step
+                preemption.exit_preempted(state.step)
+            if tracker:
+                from tfyard.train.rundir import tracked
+
+                tracked.outputs(tracker, plat.output_dir)
         return summary
 
 
+def _tracker(prepared: Prepared):
+    """The chief's MLflow run when tracking is on (flags or MLflow's variables), else None;
+    started once run.json is written, before step 1."""
+    context = prepared.context
+    options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
+    settings = tracking.settings(options.mlflow_uri, options.experiment, options.run_name,
+                                 options.mlflow_optional, options.register_model)
+    if settings is None or not cluster.is_coordinator:
+        return None
+    from importlib.metadata import version
+
+    import tensorflow as tf
+
+    from tfyard.train.rundir import tracked
+
+    shape = {"strategy": plan.strategy, "replicas": prepared.replicas,
+             "workers": max(cluster.num_workers, 1), "ps": len(cluster.jobs.get("ps", ())),
+             "gpus": plat.num_gpus, "train_examples": prepared.task.data.train_examples,
+             "tfyard_version": version("tfyard"), "tensorflow_version": tf.__version__}
+    return tracked.start(settings, plat.output_dir, plat.output_url or plat.output_dir,
+                         {k: v for k, v in shape.items() if v is not None})
+
+
 def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
-    """The Controller with this process's actions; the checkpoint is restored first. Each
-    save goes to `publisher` too, for a run in a bucket."""
+    """The Controller with this process's actions, and the MLflow run's tracker when the run
+    is tracked; the checkpoint is restored first (and run.json written). Each save goes to
+    `publisher` too, for a run in a bucket, and each report to the tracker."""
     from tfyard.train import actions
     from tfyard.train.controller import Controller
     from tfyard.train.rundir.console import Console
@@ -137,6 +167,7 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
     options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
     writes = cluster.is_coordinator
     checkpoints, restored = _restore(prepared, publisher and publisher.checkpoint_saved)
+    tracker = _tracker(prepared)
     todo = [actions.OnFirstChunk(watchdog.stop),
             actions.DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
@@ -147,7 +178,7 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
         # all-reduce members evaluate together, each its share of the evaluation input
         todo.append(actions.EvalAction(prepared.evaluate, prepared.eval_every_steps))
     if writes:
-        todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir)))
+        todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir), tracker))
     todo.append(actions.ConsoleAction(Console(numbers.total_steps, numbers.steps_per_epoch)))
     if writes and options.profile_steps:
         todo.append(actions.ProfileAction(os.path.join(plat.log_dir, "train"),
@@ -156,7 +187,8 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
         todo.append(actions.ExportAction(lambda: export_model(
             prepared.model, prepared.task, trainer.config.objective, prepared.policy,
             RunDirectory(plat.output_dir).export)))
-    return Controller(trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored
+    return (Controller(trainer, numbers.total_steps, numbers.steps_per_epoch, todo), restored,
+            tracker)
 
 
 def _restore(prepared: Prepared, saved=None):
@@ -184,9 +216,11 @@ def _restore(prepared: Prepared, saved=None):
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
-        record = run_record(prepared)
+        record, before = run_record(prepared), read_run(run.root) or {}
         if restored:
-            record = kept_on_resume(record, read_run(run.root))
+            record = kept_on_resume(record, before or None)
+        if before.get(tracking.RUN_ID):   # the MLflow run a tracked restart continues
+            record[tracking.RUN_ID] = before[tracking.RUN_ID]
         write_json_atomic(run.run_file, record)
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
@@ -224,6 +258,7 @@ def run_record(prepared: Prepared) -> dict:
     resolved (the evaluator side-car reads them rather than guessing)."""
     numbers, context, task = prepared.numbers, prepared.context, prepared.task
     return {**context.options.to_dict(), **context.plat.as_dict(), **task.identity(),
+            "mlflow_uri": tracking.redacted(context.options.mlflow_uri),
             "eval_data": task.data.eval_name, "class_names": list(task.class_names),
             "preprocessing": task.preprocessing and task.preprocessing.to_dict(),
             "total_steps": numbers.total_steps,

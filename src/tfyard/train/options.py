@@ -148,6 +148,7 @@ def _startup_timeout() -> float:
 
 WHAT, HOW, RUN = "what to train", "how long and how big", "distribution, checkpoints and output"
 START = "start from trained weights (fine-tune)"
+TRACK = "experiment tracking (MLflow; tfyard[mlflow])"
 
 
 class _Checked:
@@ -252,6 +253,19 @@ class RunOptions(_Checked):
     profile_steps: tuple[int, int] | None = opt(
         None, check=step_range, group=RUN, help="A,B: a TensorBoard profiler trace of steps A "
         "to B in <log_dir>/train (chief or single process)")
+    mlflow_uri: str | None = opt(None, group=TRACK, help="log the run to this MLflow tracking "
+                                 "server (env MLFLOW_TRACKING_URI; the flag wins): params, "
+                                 "metrics, files and the model, by the chief alone; a resumed "
+                                 "run continues its MLflow run")
+    experiment: str | None = opt(None, group=TRACK, help="the MLflow experiment (env "
+                                 "MLFLOW_EXPERIMENT_NAME; default: MLflow's Default)")
+    run_name: str | None = opt(None, group=TRACK, help="the MLflow run's name (default: the "
+                               "output directory's name)")
+    mlflow_optional: bool = opt(False, group=TRACK, help="when the tracking server cannot be "
+                                "used at the start, train untracked (default: stop before "
+                                "step 1)")
+    register_model: str | None = opt(None, group=TRACK, help="register the exported model in "
+                                     "MLflow's model registry under this name")
 
 
 @dataclass(frozen=True)

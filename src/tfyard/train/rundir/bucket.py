@@ -36,7 +36,7 @@ import time
 import uuid
 
 from tfyard.errors import UserError
-from tfyard.storage import location, mirror, store
+from tfyard.storage import location, mirror, stores
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import CHECKPOINTS, EXPORT, LEASE
 
@@ -70,7 +70,7 @@ class BucketLease:
     def __init__(self, url: str):
         self.url = url
         self.place = location(url, FLAG).child(LEASE)
-        self.store = store.of(self.place.scheme)
+        self.store = stores.of(self.place.scheme)
         self.me = leases.claimant()
         self.version: str | None = None
         self._stop = threading.Event()
@@ -148,7 +148,7 @@ class Publisher:
     def __init__(self, url: str, copy: str, names: set[str]):
         self.url, self.copy = url, copy
         self.place = location(url, FLAG)
-        self.store = store.of(self.place.scheme)
+        self.store = stores.of(self.place.scheme)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
         self._pending: str | None = None   # the newest save's snapshot, not yet uploaded
@@ -293,7 +293,7 @@ def _push_newer(place, copy: str) -> None:
             local = _latest(handle.read())
     except OSError:
         return
-    objects = store.of(place.scheme)
+    objects = stores.of(place.scheme)
     remote = _latest((objects.read(place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG)
                       or b"").decode("utf-8", "replace"))
     if local is None or (remote is not None and remote >= local):

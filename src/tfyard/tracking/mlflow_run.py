@@ -1,0 +1,253 @@
+"""The MLflow run of one training run, kept by the chief, never in the step's way.
+
+- **One run across restarts.** run.json keeps the MLflow run's id; a resumed run continues it.
+  Each request that sends metrics also sets the run's tags `tfyard.train_step` and
+  `tfyard.eval_step`, the last step sent of each kind, in the same request: a restart sends
+  what metrics.jsonl holds beyond them (what a kill left unsent) and drops the reports of the
+  steps it runs again, so every step has one value.
+- **Never slowed, never stopped.** `log` only appends to a bounded queue; a thread sends it
+  in batches. A server that fails is retried with backoff and named once; what is still
+  queued at the end, after FLUSH_S, is named in one line ("N metrics not sent; they are in
+  metrics.jsonl"), and `tfyard track` sends it later. Only the start is strict: a server
+  that cannot be used stops the run before step 1 in one line, unless the user chose
+  `--mlflow_optional`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+
+from tfyard.errors import UserError
+from tfyard.tracking import Settings, scrubbed
+
+log = logging.getLogger("tfyard")
+
+QUEUE_MAX = 200_000   # metric values held while the server is away (~40 MB at most)
+BATCH = 900           # values a request (MLflow takes 1,000 entries a log_batch)
+PERIOD_S = 2.0        # how often the queue is sent
+FLUSH_S = 30.0        # at the end: how long the queue may take to go
+PARAM_MAX = 6000      # MLflow's longest parameter value
+STEP_TAGS = {"train": "tfyard.train_step", "eval": "tfyard.eval_step"}
+MODEL_TAG = "tfyard.model"   # set once the run's export is logged as its model
+# MLflow's own settings, unless the user set them: its HTTP client retries a failed request
+# 7 times with backoff (minutes), but the start check answers in seconds and the sending
+# thread retries on its own; and ending a run prints its address on stdout.
+DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+            "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+
+
+def client(settings: Settings):
+    """An MlflowClient of `settings.uri`; a UserError naming the extra when MLflow is absent."""
+    for name, value in DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise UserError("tracking needs the mlflow extra: pip install 'tfyard[mlflow]'") \
+            from None
+    return MlflowClient(tracking_uri=settings.uri)
+
+
+def failure(settings: Settings, exc: BaseException, doing: str) -> str:
+    """One line for a request that failed, secrets taken out."""
+    reason = scrubbed(str(exc).strip().splitlines()[0] if str(exc).strip() else "", settings.uri)
+    return (f"MLflow at {settings.shown} {doing} ({type(exc).__name__}"
+            f"{': ' + reason[:300] if reason else ''})")
+
+
+class Tracker:
+    """The chief's MLflow run: `start` it, `log` each report, `log_outputs` at the end,
+    `close` however the run ends (also as a context manager)."""
+
+    def __init__(self, settings: Settings, mlflow, run_id: str, tags: dict[str, str]):
+        self.settings, self.mlflow, self.run_id, self.tags = settings, mlflow, run_id, tags
+        sent = {kind: int(tags.get(tag, -1)) for kind, tag in STEP_TAGS.items()}
+        self._high = dict(sent)      # per kind: the last step queued or sent
+        self._queue: collections.deque = collections.deque()
+        self._values = 0             # metric values queued
+        self._dropped = 0            # values dropped when the queue was full
+        self._lock = threading.Lock()
+        self._closing, self._flushed, self._given_up = (threading.Event(), threading.Event(),
+                                                         threading.Event())
+        self._warned = False
+        self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-mlflow")
+        self._thread.start()
+
+    @classmethod
+    def start(cls, settings: Settings, run_id: str | None, name: str, params: dict,
+              tags: dict, history: list[dict]) -> Tracker | None:
+        """Continue the MLflow run `run_id` (when the server holds it) or create one named
+        `name`; log the `params` it lacks and queue the reports of `history` (metrics.jsonl)
+        it lacks. None when the server cannot be used and the user chose to go on untracked;
+        otherwise that is a UserError."""
+        mlflow = client(settings)
+        try:
+            run = _continued(mlflow, run_id) or _created(mlflow, settings, name, tags)
+            known = run.data.params
+            _log_params(mlflow, run.info.run_id,
+                        {k: v for k, v in params.items() if k not in known})
+        except Exception as exc:  # noqa: BLE001 - MLflow and its HTTP client raise many kinds
+            message = failure(settings, exc, "cannot be used") + (
+                "; check --mlflow_uri (or MLFLOW_TRACKING_URI) and the server's credentials")
+            if not settings.optional:
+                raise UserError(message + ", or pass --mlflow_optional to train untracked") \
+                    from None
+            log.warning(f"tfyard: warning: {message}; training untracked (--mlflow_optional)")
+            return None
+        tracker = cls(settings, mlflow, run.info.run_id, dict(run.data.tags))
+        for record in history:
+            tracker.log(record)
+        return tracker
+
+    def log(self, record: dict) -> None:
+        """Queue one report (a metrics.jsonl record: kind, step, time and the values);
+        dropped when its step was logged already, by this run or before a restart."""
+        kind, step = record["kind"], record["step"]
+        if step <= self._high.get(kind, -1):
+            return
+        self._high[kind] = step
+        from mlflow.entities import Metric
+
+        prefix = "" if kind == "train" else f"{kind}_"
+        at = int(record.get("time", time.time()) * 1000)
+        values = [Metric(prefix + key, float(value), at, step) for key, value in record.items()
+                  if key not in ("kind", "step", "epoch", "time")]
+        with self._lock:
+            self._queue.append((kind, step, values))
+            self._values += len(values)
+            while self._values > QUEUE_MAX:
+                _, _, oldest = self._queue.popleft()
+                self._values -= len(oldest)
+                self._dropped += len(oldest)
+
+    def _run(self) -> None:
+        backoff = PERIOD_S
+        while True:
+            closing = self._closing.wait(backoff)
+            try:
+                self._send()
+            except Exception as exc:  # noqa: BLE001 - whatever fails, training goes on
+                if not self._warned:
+                    self._warned = True
+                    log.warning(f"tfyard: warning: {failure(self.settings, exc, 'failed')}; "
+                                "metrics wait in the background (and in metrics.jsonl) until "
+                                "it answers")
+                backoff = min(backoff * 2, 30.0)
+                if closing:   # close() waits FLUSH_S for the server to come back
+                    if self._given_up.wait(1.0):
+                        return
+                continue
+            backoff = PERIOD_S
+            if closing:
+                self._flushed.set()
+                return
+
+    def _send(self) -> None:
+        """Send the queue in batches; a batch leaves the queue only once the server took it."""
+        from mlflow.entities import RunTag
+
+        while True:
+            with self._lock:
+                batch, count, last = [], 0, {}
+                for kind, step, values in self._queue:
+                    if batch and count + len(values) > BATCH:
+                        break
+                    batch.append((kind, step, values))
+                    count += len(values)
+                    last[kind] = step
+            if not batch:
+                return
+            self.mlflow.log_batch(
+                self.run_id, metrics=[value for _, _, values in batch for value in values],
+                tags=[RunTag(STEP_TAGS.get(kind, f"tfyard.{kind}_step"), str(step))
+                      for kind, step in last.items()])
+            with self._lock:
+                for _ in batch:
+                    self._queue.popleft()
+                self._values -= count
+
+    def log_outputs(self, files: list[str], export: str | None) -> None:
+        """The run's files as artifacts and its export as an MLflow model (registered under
+        `--register_model`), once: a run whose model is logged already keeps it. A failure
+        is named, never raised."""
+        try:
+            for path in files:
+                if os.path.exists(path):
+                    self.mlflow.log_artifact(self.run_id, path)
+            if export and MODEL_TAG not in self.tags:
+                from tfyard.tracking import model
+
+                log.info(f"tfyard: {model.log(self.settings, self.run_id, export)}")
+                self.mlflow.set_tag(self.run_id, MODEL_TAG, "logged")
+        except Exception as exc:  # noqa: BLE001 - the run is done and on disk whatever happens
+            taken = failure(self.settings, exc, "did not take the run's files")
+            log.warning(f"tfyard: warning: {taken}; `tfyard track --output_dir RUN` sends "
+                        "them later")
+
+    def close(self, status: str = "FINISHED") -> int:
+        """Send what is queued (for FLUSH_S at most), then end the MLflow run as `status`;
+        the number of metric values left unsent (named in a warning)."""
+        self._closing.set()
+        if not self._flushed.wait(FLUSH_S):
+            self._given_up.set()
+        with self._lock:
+            unsent = self._values + self._dropped
+        if unsent:
+            log.warning(f"tfyard: warning: {unsent} metrics not sent to MLflow at "
+                        f"{self.settings.shown}; they are in metrics.jsonl (`tfyard track "
+                        "--output_dir RUN` sends them)")
+            return unsent
+        try:
+            self.mlflow.set_terminated(self.run_id, status)
+        except Exception as exc:  # noqa: BLE001
+            log.warning(f"tfyard: warning: {failure(self.settings, exc, 'failed')}; the "
+                        f"MLflow run {self.run_id} stays marked running")
+        return 0
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, kind, exc, _tb) -> None:
+        if kind is None:
+            status = "FINISHED"
+        elif issubclass(kind, (SystemExit, KeyboardInterrupt)):
+            status = "KILLED"   # preempted or interrupted: a rerun continues it
+        else:
+            status = "FAILED"
+        self.close(status)
+
+
+def _continued(mlflow, run_id: str | None):
+    """The run `run_id` reopened, or None when there is none (or this server lacks it)."""
+    if not run_id:
+        return None
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = mlflow.get_run(run_id)
+    except MlflowException as exc:
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise
+    mlflow.update_run(run_id, status="RUNNING")
+    return run
+
+
+def _created(mlflow, settings: Settings, name: str, tags: dict):
+    experiment = settings.experiment
+    found = mlflow.get_experiment_by_name(experiment) if experiment else None
+    experiment_id = (found.experiment_id if found else
+                     mlflow.create_experiment(experiment) if experiment else "0")
+    return mlflow.create_run(experiment_id, run_name=settings.run_name or name, tags=tags)
+
+
+def _log_params(mlflow, run_id: str, params: dict) -> None:
+    from mlflow.entities import Param
+
+    entries = [Param(key, str(value)[:PARAM_MAX]) for key, value in sorted(params.items())]
+    for first in range(0, len(entries), 100):   # MLflow takes 100 parameters a request
+        mlflow.log_batch(run_id, params=entries[first:first + 100])

@@ -1,0 +1,69 @@
+"""A real MLflow tracking server for the tracking tests: `mlflow server` on 127.0.0.1 with a
+SQLite store and a local artifact root, read back through MLflow's own client."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.storage.conftest import free_port, serving
+
+
+@contextlib.contextmanager
+def mlflow_server(root, port: int | None = None):
+    """`mlflow server` keeping its runs under `root` (a restart on the same `root` and
+    `port` is the same server again); its URL while the block runs."""
+    pytest.importorskip("mlflow.server")
+    port = port or free_port()
+    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
+               str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/runs.db",
+               "--artifacts-destination", str(root / "artifacts")]
+    with serving(command, port) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def mlflow_uri(tmp_path_factory):
+    """One tracking server for the session's tests (each works in its own experiment)."""
+    with mlflow_server(tmp_path_factory.mktemp("mlflow")) as url:
+        yield url
+
+
+@pytest.fixture
+def experiment() -> str:
+    """A new experiment's name: the test's runs, apart from every other test's."""
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+def runs(uri: str, experiment: str) -> list:
+    """The runs of `experiment`, read through MLflow's own client."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    return [] if found is None else client.search_runs([found.experiment_id])
+
+
+def steps(uri: str, run_id: str, key: str) -> list[int]:
+    from mlflow.tracking import MlflowClient
+
+    return sorted(m.step for m in MlflowClient(tracking_uri=uri).get_metric_history(run_id, key))
+
+
+def tracked(uri: str, experiment: str) -> dict:
+    """The environment that turns tracking on for a process."""
+    return {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": experiment}
+
+
+def wait_for(condition, proc: subprocess.Popen | None = None, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        assert proc is None or proc.poll() is None, proc.communicate()[0][-3000:]
+        time.sleep(0.05)

@@ -1,0 +1,176 @@
+"""Every run in MLflow, on a real tracking server (`mlflow server` on 127.0.0.1, SQLite),
+read back through MLflow's own client: params, one value per step, files, the model that
+predicts on JPEG bytes as `tfyard predict` does, and its registration; a SIGKILL and a
+resume are one MLflow run; a server that goes away never pauses training; a bad URI stops
+the run before step 1; `tfyard track` logs an untracked run, once. The clusters' chief
+logging alone is tests/train/test_clusters.py."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.predict.conftest import folder, run  # noqa: F401 - an untracked run to track
+from tests.storage.conftest import free_port
+from tests.tracking.conftest import mlflow_server, runs, steps, tracked, wait_for
+from tests.train.conftest import FAST, read_json, read_jsonl
+from tfyard.cli import main
+
+pytest.importorskip("mlflow")
+SECRET = "s3cr3t-d0n7-pr1n7"
+
+
+def report_steps(output_dir, kind: str = "train") -> list[int]:
+    path = output_dir / "metrics.jsonl"
+    return [r["step"] for r in read_jsonl(path) if r["kind"] == kind] if path.exists() else []
+
+
+def digit_jpeg(index: int) -> bytes:
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    pixels = (load_digits().images[index] * 16).clip(0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).resize((32, 32)).save(out, format="JPEG")
+    return out.getvalue()
+
+
+def test_a_run_logs_params_steps_files_and_a_model_that_predicts_as_tfyard_does(
+        mlflow_uri, experiment, tmp_path, digits_work, monkeypatch, capsys):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
+    out = tmp_path / "net-a"
+    assert main(["train", *FAST, "--output_dir", str(out), "--work_dir", str(digits_work),
+                 "--train_steps", "20", "--mlflow_uri", mlflow_uri, "--register_model",
+                 f"digits-{experiment}"]) == 0
+    (logged,) = runs(mlflow_uri, experiment)
+    assert logged.info.status == "FINISHED" and logged.info.run_name == "net-a"
+    assert read_json(out / "run.json")["mlflow_run_id"] == logged.info.run_id
+    params = logged.data.params
+    assert (params["model"], params["dataset"], params["strategy"]) == (
+        "cifar_resnet8", "digits", "one_device")
+    assert params["workers"] == "1" and params["ps"] == "0" and "tensorflow_version" in params
+    assert int(params["train_examples"]) > 1000
+    assert params["output_dir"] == str(out) and params["mlflow_uri"] == mlflow_uri
+    assert steps(mlflow_uri, logged.info.run_id, "loss") == report_steps(out) == [5, 10, 15, 20]
+    assert steps(mlflow_uri, logged.info.run_id, "eval_top1") == report_steps(out, "eval")
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    files = {item.path for item in client.list_artifacts(logged.info.run_id)}
+    assert {"run.json", "summary.json"} <= files
+
+    import mlflow.pyfunc
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)   # where models:/ URIs are looked up
+    (version,) = client.search_model_versions(f"name='digits-{experiment}'")
+    assert version.run_id == logged.info.run_id
+    model = mlflow.pyfunc.load_model(f"models:/digits-{experiment}/{version.version}")
+    images = [digit_jpeg(3), digit_jpeg(7)]
+    served = model.predict([*images])
+    for index, image in enumerate(images):
+        (tmp_path / f"{index}.jpg").write_bytes(image)
+    import tfyard
+
+    local = tfyard.predict(out, [str(tmp_path / f"{i}.jpg") for i in range(2)])
+    assert list(served["class_name"]) == [row["class_name"] for row in local]
+    assert [list(ids) for ids in served["top_ids"]] == [row["top_ids"] for row in local]
+    assert np.allclose(np.stack(served["top_scores"]), [row["top_scores"] for row in local])
+
+
+def test_sigkill_and_a_resume_are_one_mlflow_run_with_one_value_per_step(
+        mlflow_uri, experiment, tmp_path, digits_work):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
+               "--work_dir", str(digits_work), "--no_export", "--train_steps", "120",
+               "--checkpoint_every_steps", "20", "--eval_every_epochs", "1"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=tracked(mlflow_uri, experiment))
+    wait_for(lambda: len(report_steps(out)) >= 10, first)   # past a checkpoint or two
+    first.kill()
+    first.wait()
+    (killed,) = runs(mlflow_uri, experiment)
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env=tracked(mlflow_uri, experiment), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (logged,) = runs(mlflow_uri, experiment)
+    assert logged.info.run_id == killed.info.run_id and logged.info.status == "FINISHED"
+    logged_steps = steps(mlflow_uri, logged.info.run_id, "loss")   # each value, sorted
+    assert logged_steps == sorted(set(report_steps(out))) and logged_steps[-1] == 120
+    assert steps(mlflow_uri, logged.info.run_id, "eval_top1") == sorted(
+        set(report_steps(out, "eval")))
+
+
+def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_later(
+        tmp_path, experiment, digits_work):
+    root, port = tmp_path / "server", free_port()
+    root.mkdir()
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
+               "--work_dir", str(digits_work), "--no_export", "--train_steps", "400",
+               "--eval_every_epochs", "100"]
+    with mlflow_server(root, port) as uri:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=tracked(uri, experiment))
+        wait_for(lambda: len(report_steps(out)) >= 2, proc)
+    reached = len(report_steps(out))             # the server is gone: training goes on
+    wait_for(lambda: len(report_steps(out)) >= reached + 12, proc, timeout=60)
+    with mlflow_server(root, port):              # back, on the same store
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, output[-3000:]
+        assert output.count(f"MLflow at {uri} failed") == 1, output[-3000:]
+        assert "not sent" not in output
+        (logged,) = runs(uri, experiment)
+        logged_steps = steps(uri, logged.info.run_id, "loss")
+        assert logged_steps == report_steps(out) and logged_steps[-1] == 400
+
+
+def test_a_bad_uri_stops_before_step_1_unless_tracking_is_optional(tmp_path, digits_work,
+                                                                     capsys):
+    uri = f"http://me:{SECRET}@127.0.0.1:{free_port()}"
+    out = tmp_path / "run"
+    flags = ["train", *FAST, "--output_dir", str(out), "--work_dir", str(digits_work),
+             "--no_export", "--train_steps", "5", "--mlflow_uri", uri]
+    assert main(flags) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and SECRET not in err, err
+    assert err.startswith("tfyard: error: MLflow at http://me:***@127.0.0.1:") and \
+        "cannot be used" in err and "--mlflow_optional" in err
+    assert report_steps(out) == []
+    assert main([*flags, "--mlflow_optional"]) == 0
+    said = "".join(capsys.readouterr())
+    assert said.count("training untracked (--mlflow_optional)") == 1 and SECRET not in said
+    assert report_steps(out) == [5]
+    assert SECRET not in (out / "run.json").read_text()
+
+
+def test_track_logs_an_untracked_run_once_with_its_model(mlflow_uri, experiment, tmp_path,
+                                                         run):  # noqa: F811
+    from mlflow.tracking import MlflowClient
+
+    copy = tmp_path / "old-run"
+    shutil.copytree(run, copy)
+    env = tracked(mlflow_uri, experiment)
+    first = run_tfyard("track", "--output_dir", copy, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (logged,) = runs(mlflow_uri, experiment)
+    assert first.stdout.strip().splitlines()[-1] == (
+        f"tracked {copy} as MLflow run {logged.info.run_id} at {mlflow_uri}")
+    assert read_json(copy / "run.json")["mlflow_run_id"] == logged.info.run_id
+    assert steps(mlflow_uri, logged.info.run_id, "loss") == report_steps(copy)
+    again = run_tfyard("track", "--output_dir", copy, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    (same,) = runs(mlflow_uri, experiment)
+    assert same.info.run_id == logged.info.run_id
+    assert steps(mlflow_uri, logged.info.run_id, "loss") == report_steps(copy)
+    assert same.info.status == "FINISHED"
+    (model,) = MlflowClient(tracking_uri=mlflow_uri).search_logged_models(
+        experiment_ids=[logged.info.experiment_id])   # logged once, by the first track
+    assert model.source_run_id == logged.info.run_id
+    nothing = run_tfyard("track", "--output_dir", tmp_path / "nowhere", env=env)
+    assert nothing.returncode == 2 and "holds no run.json" in nothing.stderr
