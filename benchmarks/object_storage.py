@@ -29,7 +29,7 @@ import boto3  # noqa: E402
 from input_pipeline import rate, write_data  # noqa: E402
 
 from tfyard.data import build_dataset  # noqa: E402
-from tfyard.storage import readable_dir, s3  # noqa: E402
+from tfyard.storage import readable_dir, stores  # noqa: E402
 
 BUCKET = "bench"
 
@@ -99,7 +99,7 @@ def main() -> None:
             size = sum(os.path.getsize(os.path.join(shards, n)) for n in os.listdir(shards))
 
             plain = plain_read_seconds(client, "shards")
-            s3.client()   # made once a process; the plain client above is made already
+            stores.of("s3")   # made once a process; the plain client above is made already
             started = time.perf_counter()
             readable_dir(f"s3://{BUCKET}/shards", os.path.join(root, "work"))
             copy = time.perf_counter() - started

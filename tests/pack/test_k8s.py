@@ -176,6 +176,25 @@ def test_a_run_in_a_bucket_needs_no_output_volume_and_takes_credentials_from_a_s
         assert said in err and err.count("\n") == 1, err
 
 
+def test_the_pods_get_the_tracking_settings_but_never_a_password(code_dir, capsys,
+                                                                  monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.ml-team:5000")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "rn50")
+    header, manifest = _pack(code_dir, "2,1", "--credentials_secret", "mlflow-creds")
+    (container,) = manifest["items"][1]["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    assert env["MLFLOW_TRACKING_URI"] == "http://mlflow.ml-team:5000"
+    assert env["MLFLOW_EXPERIMENT_NAME"] == "rn50"
+    assert any(line.startswith("Tracking: MLFLOW_TRACKING_URI=http://mlflow.ml-team:5000")
+               for line in header)
+    capsys.readouterr()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://me:hunter2@mlflow.ml-team")
+    assert main(["pack", "--code_path", str(code_dir), "--main", "train.py", "--image",
+                 "t/r:1", "--k8s", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hunter2" not in err and "in the Secret" in err, err
+
+
 def test_name_namespace_resources_and_the_kubectl_commands(code_dir):
     header, manifest = _pack(code_dir, "3,1", "--name", "rn50-a", "--namespace", "ml-team",
                              "--cpus", "7.5", "--memory", "30Gi", "--gpu")
