@@ -2,7 +2,8 @@
 read back through MLflow's own client: params, one value per step, files, the model that
 predicts on JPEG bytes as `tfyard predict` does, and its registration; a SIGKILL and a
 resume are one MLflow run; a server that goes away never pauses training; a bad URI stops
-the run before step 1; `tfyard track` logs an untracked run, once. The clusters' chief
+the run before step 1; `tfyard track` logs an untracked run, once, and `tfyard evaluate`
+adds its figures to it. The clusters' chief
 logging alone is tests/train/test_clusters.py."""
 
 from __future__ import annotations
@@ -172,5 +173,10 @@ def test_track_logs_an_untracked_run_once_with_its_model(mlflow_uri, experiment,
     (model,) = MlflowClient(tracking_uri=mlflow_uri).search_logged_models(
         experiment_ids=[logged.info.experiment_id])   # logged once, by the first track
     assert model.source_run_id == logged.info.run_id
+    evaluated = run_tfyard("evaluate", "--output_dir", copy, env=env)   # into the same run
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert steps(mlflow_uri, logged.info.run_id, "evaluate_validation_top1") == [
+        report_steps(copy)[-1]]
+    assert runs(mlflow_uri, experiment)[0].info.status == "FINISHED"
     nothing = run_tfyard("track", "--output_dir", tmp_path / "nowhere", env=env)
     assert nothing.returncode == 2 and "holds no run.json" in nothing.stderr

@@ -35,6 +35,9 @@ def register(commands) -> None:
                           help="evaluate export/model.keras instead of the latest checkpoint")
     platform.add_platform_flag(evaluate, "data_dir",
                                help="read the data from here instead of the run's --data_dir")
+    add_option_arguments(evaluate, ["mlflow_uri"], grouped=False, helps={
+        "mlflow_uri": "also log the figures to the run's MLflow run, as evaluate_SPLIT_NAME at "
+        "the step evaluated (env MLFLOW_TRACKING_URI; the flag wins)"})
     # stdout is the figures' JSON: notes (a held-out split, say) would break its readers
     evaluate.set_defaults(func=_evaluate, quiet=True)
 
@@ -79,7 +82,25 @@ def _evaluate(args) -> int:
 
     result = evaluate_output(run, args.split, args.export, args.data_dir)
     print(json.dumps(result, indent=2))
+    from tfyard import tracking
+
+    settings = tracking.settings(args.mlflow_uri)
+    if settings is not None:
+        from tfyard.train.rundir.tracked import log_evaluation
+
+        log_evaluation(settings, run, args.output_dir, result)
+        _put_back_run_file(run, args.output_dir)
     return 0
+
+
+def _put_back_run_file(run: str, output_dir: str) -> None:
+    """run.json, which now names the MLflow run, back in the bucket a run was copied from."""
+    if run != output_dir:
+        from tfyard.storage import upload_file
+        from tfyard.train.rundir.directory import RUN_FILE
+
+        upload_file(os.path.join(run, RUN_FILE), f"{output_dir.rstrip('/')}/{RUN_FILE}",
+                    "--output_dir")
 
 
 def _demo(args) -> int:
@@ -121,7 +142,7 @@ def _plot(args) -> int:
 def _track(args) -> int:
     from tfyard import tracking
     from tfyard.errors import UserError
-    from tfyard.storage import readable_dir, upload_file
+    from tfyard.storage import readable_dir
     from tfyard.train.rundir.directory import RUN_FILE
     from tfyard.train.rundir.tracked import backfill
 
@@ -134,7 +155,5 @@ def _track(args) -> int:
         raise UserError(f"{args.output_dir} holds no {RUN_FILE}; point --output_dir at a "
                         "directory written by `tfyard train`")
     print(backfill(settings, run, args.output_dir))
-    if run != args.output_dir:   # the MLflow run's id, for a later track or resume
-        upload_file(os.path.join(run, RUN_FILE), f"{args.output_dir.rstrip('/')}/{RUN_FILE}",
-                    "--output_dir")
+    _put_back_run_file(run, args.output_dir)
     return 0

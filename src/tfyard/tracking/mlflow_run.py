@@ -79,14 +79,14 @@ class Tracker:
 
     @classmethod
     def start(cls, settings: Settings, run_id: str | None, name: str, params: dict,
-              tags: dict, history: list[dict]) -> Tracker | None:
-        """Continue the MLflow run `run_id` (when the server holds it) or create one named
-        `name`; log the `params` it lacks and queue the reports of `history` (metrics.jsonl)
-        it lacks. None when the server cannot be used and the user chose to go on untracked;
-        otherwise that is a UserError."""
+              tags: dict, history: list[dict], reopen: bool = True) -> Tracker | None:
+        """Continue the MLflow run `run_id` (when the server holds it; marked running again
+        when `reopen`) or create one named `name`; log the `params` it lacks and queue the
+        reports of `history` (metrics.jsonl) it lacks. None when the server cannot be used
+        and the user chose to go on untracked; otherwise that is a UserError."""
         mlflow = client(settings)
         try:
-            run = _continued(mlflow, run_id) or _created(mlflow, settings, name, tags)
+            run = _continued(mlflow, run_id, reopen) or _created(mlflow, settings, name, tags)
             known = run.data.params
             _log_params(mlflow, run.info.run_id,
                         {k: v for k, v in params.items() if k not in known})
@@ -188,9 +188,10 @@ class Tracker:
             log.warning(f"tfyard: warning: {taken}; `tfyard track --output_dir RUN` sends "
                         "them later")
 
-    def close(self, status: str = "FINISHED") -> int:
-        """Send what is queued (for FLUSH_S at most), then end the MLflow run as `status`;
-        the number of metric values left unsent (named in a warning)."""
+    def close(self, status: str | None = "FINISHED") -> int:
+        """Send what is queued (for FLUSH_S at most), then end the MLflow run as `status`
+        (None: leave it as it is); the number of metric values left unsent (named in a
+        warning)."""
         self._closing.set()
         if not self._flushed.wait(FLUSH_S):
             self._given_up.set()
@@ -201,6 +202,8 @@ class Tracker:
                         f"{self.settings.shown}; they are in metrics.jsonl (`tfyard track "
                         "--output_dir RUN` sends them)")
             return unsent
+        if status is None:
+            return 0
         try:
             self.mlflow.set_terminated(self.run_id, status)
         except Exception as exc:  # noqa: BLE001
@@ -221,8 +224,9 @@ class Tracker:
         self.close(status)
 
 
-def _continued(mlflow, run_id: str | None):
-    """The run `run_id` reopened, or None when there is none (or this server lacks it)."""
+def _continued(mlflow, run_id: str | None, reopen: bool):
+    """The run `run_id` (marked running again when `reopen`), or None when there is none
+    (or this server lacks it)."""
     if not run_id:
         return None
     from mlflow.exceptions import MlflowException
@@ -233,7 +237,8 @@ def _continued(mlflow, run_id: str | None):
         if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
             return None
         raise
-    mlflow.update_run(run_id, status="RUNNING")
+    if reopen:
+        mlflow.update_run(run_id, status="RUNNING")
     return run
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 
 from tfyard import tracking
 from tfyard.errors import UserError
@@ -15,11 +17,12 @@ from tfyard.train.rundir.disk import files_for
 from tfyard.train.rundir.report import write_json_atomic
 
 
-def start(settings: tracking.Settings, output_dir: str, label: str, extra: dict):
+def start(settings: tracking.Settings, output_dir: str, label: str, extra: dict,
+          reopen: bool = True):
     """The Tracker of the run in `output_dir` (its run.json written already), or None when
     the user chose to train untracked past a server that cannot be used. `label` names the
     run where the user sees it (its URL for a run in a bucket); `extra` adds parameters to
-    run.json's (the cluster's shape, the versions)."""
+    run.json's (the cluster's shape, the versions); `reopen`: mark the MLflow run running."""
     from tfyard.tracking.mlflow_run import Tracker
 
     run = RunDirectory(output_dir)
@@ -27,7 +30,8 @@ def start(settings: tracking.Settings, output_dir: str, label: str, extra: dict)
     history = read_json_lines(run.metrics) if files_for(run.metrics).has(run.metrics) else []
     name = os.path.basename(label.rstrip("/")) or label
     tracker = Tracker.start(settings, record.get(tracking.RUN_ID), name,
-                            {**params(record), **extra}, {"tfyard.output_dir": label}, history)
+                            {**params(record), **extra}, {"tfyard.output_dir": label}, history,
+                            reopen)
     if tracker is not None and tracker.run_id != record.get(tracking.RUN_ID):
         write_json_atomic(run.run_file, {**record, tracking.RUN_ID: tracker.run_id})
     return tracker
@@ -76,3 +80,18 @@ def backfill(settings: tracking.Settings, output_dir: str, label: str) -> str:
     return (f"tracked {label} as MLflow run {tracker.run_id} at {settings.shown}"
             + (f", its model registered as {settings.register_model}"
                if settings.register_model else ""))
+
+
+def log_evaluation(settings: tracking.Settings, output_dir: str, label: str,
+                   result: dict) -> None:
+    """`tfyard evaluate`'s figures (`result`) into the run's MLflow run, as
+    evaluate_SPLIT_NAME at the step of the checkpoint evaluated (the export's: the run's
+    last); an evaluation of a step logged before is not logged again."""
+    run = RunDirectory(output_dir)
+    found = re.search(r"ckpt-(\d+)$", result["source"])
+    summary = read_json_lines(run.summary) if files_for(run.summary).has(run.summary) else []
+    step = int(found.group(1)) if found else (summary or [{}])[-1].get("final_step", 0)
+    tracker = start(settings, output_dir, label, {}, reopen=False)
+    tracker.log({"kind": f"evaluate_{result['split']}", "step": step, "time": time.time(),
+                 **{k: v for k, v in result.items() if isinstance(v, int | float)}})
+    tracker.close(status=None)   # the run's status is its training's
