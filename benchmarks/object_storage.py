@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import boto3  # noqa: E402
 from input_pipeline import rate, write_data  # noqa: E402
+from loopback import free_port, serve  # noqa: E402
 
 from tfyard.data import build_dataset  # noqa: E402
 from tfyard.storage import readable_dir, stores  # noqa: E402
@@ -35,18 +35,8 @@ BUCKET = "bench"
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return server, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("moto's server did not start")
+    port = free_port()
+    return serve([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port)
 
 
 def plain_read_seconds(client, prefix: str) -> float:

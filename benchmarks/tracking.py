@@ -14,32 +14,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+from loopback import free_port, serve
 
 TRAIN = ["--model", "cifar_resnet20", "--dataset", "digits", "--num_gpus", "0", "--seed", "1",
          "--quiet", "--steps_per_loop", "5"]
 
 
 def start_server(root: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/runs.db",
-         "--artifacts-destination", os.path.join(root, "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(1200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return server, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("mlflow server did not start")
+    port = free_port()
+    return serve([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
+                  str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/runs.db",
+                  "--artifacts-destination", os.path.join(root, "artifacts")], port)
 
 
 def train_rate(output_dir: str, steps: int, uri: str | None) -> float:

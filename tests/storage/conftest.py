@@ -119,3 +119,28 @@ def upload(client, local: Path, bucket: str, prefix: str) -> None:
         client.create_bucket(Bucket=bucket)
     for path in sorted(p for p in local.rglob("*") if p.is_file()):
         client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(local)}")
+
+
+def refused(argv, capsys) -> str:
+    """The one line `tfyard ARGV` (in-process) is refused with; it names no credentials."""
+    from tfyard.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and SECRET not in err, err
+    return err
+
+
+def train_on(url: str, output_dir: str) -> list[str]:
+    """`tfyard train` on the CIFAR-10 data at `url`: what the fault tests point at a bucket."""
+    return ["train", "--dataset", "cifar10", "--data_dir", url, "--num_gpus", "0",
+            "--output_dir", output_dir]
+
+
+def two_files(root: Path) -> Path:
+    """A folder of two files, one nested, to copy through a bucket."""
+    (root / "nested").mkdir(parents=True)
+    (root / "a.bin").write_bytes(b"a" * 1000)
+    (root / "nested" / "b.bin").write_bytes(b"b" * 10)
+    return root
+

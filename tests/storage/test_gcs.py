@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.predict.conftest import folder, run  # noqa: F401 - one trained run, its photos
-from tests.storage.conftest import free_port, gcs_upload
+from tests.storage.conftest import free_port, gcs_upload, refused, train_on, two_files
 from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.errors import UserError
@@ -34,11 +34,7 @@ def objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
 def test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard(gcs, tmp_path):
     from tfyard.train.rundir.bucket import BucketLease
 
-    source = tmp_path / "source"
-    (source / "nested").mkdir(parents=True)
-    (source / "a.bin").write_bytes(b"a" * 1000)
-    (source / "nested" / "b.bin").write_bytes(b"b" * 10)
-    gcs_upload(gcs, source, "copies", "set")
+    gcs_upload(gcs, two_files(tmp_path / "source"), "copies", "set")
     local = readable_dir("gs://copies/set", str(tmp_path / "work"))
     assert local == str(tmp_path / "work" / "bucket-data" / "gs" / "copies" / "set")
     assert open(os.path.join(local, "nested", "b.bin"), "rb").read() == b"b" * 10
@@ -112,30 +108,22 @@ def test_data_weights_a_run_and_predict_take_gs(gcs, tmp_path, run, folder, caps
     assert err.count("\n") == 0 and "ignores generation preconditions" in err, err
 
 
-def _refused(argv, capsys) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0, err
-    return err
-
-
 def test_each_gcs_fault_is_one_line_in_seconds(gcs, tmp_path, capsys, monkeypatch):
     gcs_upload(gcs, tmp_path, "faults", "nothing")   # the bucket, holding no data
     out = str(tmp_path / "out")
 
     def train(url):
-        return ["train", "--dataset", "cifar10", "--data_dir", url, "--num_gpus", "0",
-                "--output_dir", out]
+        return train_on(url, out)
 
-    assert "no such bucket" in _refused(train("gs://no-bucket-here/cifar"), capsys)
-    assert "no files under this prefix" in _refused(train("gs://faults/empty"), capsys)
-    assert "is not a valid gs:// URL" in _refused(train("gs://Not!A!Bucket/x"), capsys)
-    assert "is not a valid gs:// URL" in _refused(train("gs://"), capsys)
-    assert "no such bucket" in _refused(["train", "--dataset", "digits", "--num_gpus", "0",
+    assert "no such bucket" in refused(train("gs://no-bucket-here/cifar"), capsys)
+    assert "no files under this prefix" in refused(train("gs://faults/empty"), capsys)
+    assert "is not a valid gs:// URL" in refused(train("gs://Not!A!Bucket/x"), capsys)
+    assert "is not a valid gs:// URL" in refused(train("gs://"), capsys)
+    assert "no such bucket" in refused(["train", "--dataset", "digits", "--num_gpus", "0",
                                          "--output_dir", "gs://no-bucket-here/run"], capsys)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
     started = time.monotonic()
-    assert "cannot reach the GCS endpoint" in _refused(train("gs://faults/cifar"), capsys)
+    assert "cannot reach the GCS endpoint" in refused(train("gs://faults/cifar"), capsys)
     assert time.monotonic() - started < 30
     assert not os.path.exists(out)
 

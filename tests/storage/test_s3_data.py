@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import python_prints
 from tests.data.helpers import collect
-from tests.storage.conftest import SECRET, free_port, moto_server, upload
+from tests.storage.conftest import free_port, moto_server, refused, train_on, two_files, upload
 from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.data import build_dataset
@@ -26,11 +26,7 @@ from tfyard.storage import readable_dir, readable_path
 
 
 def test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket(s3, tmp_path):
-    source = tmp_path / "source"
-    (source / "nested").mkdir(parents=True)
-    (source / "a.bin").write_bytes(b"a" * 1000)
-    (source / "nested" / "b.bin").write_bytes(b"b" * 10)
-    upload(s3, source, "copies", "set")
+    upload(s3, two_files(tmp_path / "source"), "copies", "set")
     work = tmp_path / "work"
     local = readable_dir("s3://copies/set", str(work))
     assert sorted(str(p.relative_to(local)) for p in work.rglob("*") if p.is_file()) == [
@@ -121,18 +117,11 @@ def test_train_evaluate_and_inspect_take_a_bucket(s3, tmp_path, capsys):
     assert main(["data", "inspect", "s3://runs-data/set", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["format"] == "imagenet" and report["splits"]["train"]["records"] == 10
-    assert "already holds a converted set" in _refused(convert, capsys)
+    assert "already holds a converted set" in refused(convert, capsys)
     s3.put_object(Bucket="runs-data", Key="set/train-00009-of-00010", Body=b"stale")
     assert main([*convert, "--overwrite"]) == 0   # the set replaced whole, the stale shard gone
     assert "set/train-00009-of-00010" not in [
         item["Key"] for item in s3.list_objects_v2(Bucket="runs-data", Prefix="set/")["Contents"]]
-
-
-def _refused(argv, capsys) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and SECRET not in err, err
-    return err
 
 
 def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsys,
@@ -141,31 +130,30 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
     out = str(tmp_path / "out")
 
     def train(url):
-        return ["train", "--dataset", "cifar10", "--data_dir", url, "--num_gpus", "0",
-                "--output_dir", out]
+        return train_on(url, out)
 
-    assert "no such bucket" in _refused(train("s3://no-bucket-here/cifar"), capsys)
-    assert "no files under this prefix" in _refused(train("s3://faults/empty"), capsys)
+    assert "no such bucket" in refused(train("s3://no-bucket-here/cifar"), capsys)
+    assert "no files under this prefix" in refused(train("s3://faults/empty"), capsys)
     s3.put_object(Bucket="faults", Key="escape/../../outside", Body=b"x")
-    assert "would land outside the copy" in _refused(train("s3://faults/escape"), capsys)
-    assert "is not a valid s3:// URL" in _refused(train("s3://Not_A_Bucket/x"), capsys)
-    assert "is not a valid s3:// URL" in _refused(train("s3://"), capsys)
-    assert "unknown scheme ftp://" in _refused(train("ftp://host/data"), capsys)
+    assert "would land outside the copy" in refused(train("s3://faults/escape"), capsys)
+    assert "is not a valid s3:// URL" in refused(train("s3://Not_A_Bucket/x"), capsys)
+    assert "is not a valid s3:// URL" in refused(train("s3://"), capsys)
+    assert "unknown scheme ftp://" in refused(train("ftp://host/data"), capsys)
     run = ["train", "--dataset", "digits", "--num_gpus", "0", "--output_dir"]
-    assert "no such bucket" in _refused([*run, "s3://no-bucket-here/run"], capsys)
-    assert "the work dir is local scratch space" in _refused(
+    assert "no such bucket" in refused([*run, "s3://no-bucket-here/run"], capsys)
+    assert "the work dir is local scratch space" in refused(
         [*run, "s3://faults/run", "--work_dir", "s3://faults/work"], capsys)
-    assert "must be inside --output_dir s3://faults/run" in _refused(
+    assert "must be inside --output_dir s3://faults/run" in refused(
         [*run, "s3://faults/run", "--log_dir", "s3://faults/logs"], capsys)
-    assert "cannot be written to a bucket; give a local path" in _refused(
+    assert "cannot be written to a bucket; give a local path" in refused(
         [*run, out, "--log_dir", "s3://faults/logs"], capsys)
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"chief": ["127.0.0.1:1"]},
                                                 "task": {"type": "evaluator", "index": 0}}))
-    assert "an evaluator member cannot follow a run in a bucket yet" in _refused(
+    assert "an evaluator member cannot follow a run in a bucket yet" in refused(
         [*run, "s3://faults/run"], capsys)
     monkeypatch.delenv("TF_CONFIG")
     for command in (["evaluate"], ["plot"], ["predict", str(tmp_path)]):
-        assert "--output_dir s3://faults/run: no files under this prefix" in _refused(
+        assert "--output_dir s3://faults/run: no files under this prefix" in refused(
             [command[0], "--output_dir", "s3://faults/run", *command[1:]], capsys)
     with pytest.raises(UserError, match=r"^s3://faults/images holds no images \(.bmp/"):
         check_inputs(["s3://faults/images"])
@@ -175,14 +163,14 @@ def test_each_fault_is_one_line_before_any_step(s3, s3_endpoint, tmp_path, capsy
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{free_port()}")
     started = time.monotonic()
-    assert "cannot reach the S3 endpoint" in _refused(train("s3://faults/cifar"), capsys)
+    assert "cannot reach the S3 endpoint" in refused(train("s3://faults/cifar"), capsys)
     assert time.monotonic() - started < 30
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    assert "no AWS credentials found" in _refused(train("s3://faults/cifar"), capsys)
+    assert "no AWS credentials found" in refused(train("s3://faults/cifar"), capsys)
     assert not os.path.exists(out)
 
 
@@ -202,11 +190,11 @@ def test_access_denied_is_one_line_for_data_and_for_a_run(s3, tmp_path, capsys, 
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
         train = ["train", "--dataset", "cifar10", "--num_gpus", "0"]
-        assert _refused([*train, "--data_dir", "s3://locked/cifar", "--output_dir",
+        assert refused([*train, "--data_dir", "s3://locked/cifar", "--output_dir",
                          str(tmp_path / "out")], capsys).endswith(
             "s3://locked/cifar: access denied; give these credentials read (and for outputs, "
             "write) access")
-        err = _refused([*train, "--output_dir", "s3://locked/runs/a"], capsys)
+        err = refused([*train, "--output_dir", "s3://locked/runs/a"], capsys)
         assert "s3://locked/runs/a" in err and "access denied" in err
         assert key["SecretAccessKey"] not in err
 
