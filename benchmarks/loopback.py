@@ -3,6 +3,7 @@ this machine's cores, as a server on the same node would."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -14,9 +15,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def serve(command: list[str], port: int) -> tuple[subprocess.Popen, str]:
-    """`command` started, once it listens on the loopback `port`: the process and its URL."""
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def serve(command: list[str], port: int, env: dict | None = None
+          ) -> tuple[subprocess.Popen, str]:
+    """`command` started (`env` added to this environment), once it listens on the loopback
+    `port`: the process and its URL."""
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, **(env or {})})
     for _ in range(1200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -28,7 +28,8 @@ def start_server(root: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     return serve([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
                   str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/runs.db",
-                  "--artifacts-destination", os.path.join(root, "artifacts")], port)
+                  "--artifacts-destination", os.path.join(root, "artifacts")], port,
+                 {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})   # as the tests
 
 
 def train_rate(output_dir: str, steps: int, uri: str | None) -> float:

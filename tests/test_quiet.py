@@ -16,7 +16,7 @@ import pytest
 
 from tests.examples.test_seed_scripts import EXAMPLES, write_mnist_npz
 from tests.train.conftest import FAST
-from tfyard.quiet import TracebackHold, split_log_lines
+from tfyard.quiet import JvmTeardownHold, TracebackHold, split_log_lines
 
 # What TensorFlow 2.21 prints on this kind of machine, with or without a `[worker:1] ` prefix
 # (FATAL lines are not noise: they say why a process aborts, and get through).
@@ -77,6 +77,25 @@ def test_sparks_teardown_traceback_is_dropped_and_every_other_one_kept():
     assert hold.split([b"before", *teardown[:2]]) == ([b"before"], [])
     assert hold.split([*teardown[2:], b"after", *other]) == ([b"after", *other], teardown)
     assert hold.split(other[:2]) == ([], []) and hold.release() == other[:2]
+
+
+def test_the_jvm_report_of_a_barrier_task_killed_at_cancellation_is_dropped_whole():
+    report = [b'Exception in thread "accept-connections" org.apache.spark.TaskKilledException: '
+              b"Stage cancelled: Job aborted due to stage failure",
+              b"org.apache.spark.api.python.PythonException: Traceback (most recent call last):",
+              b'  File "spark.py", line 150, in task', b"RuntimeError: member failed",
+              b"\tat org.apache.spark.TaskContextImpl.killTaskIfInterrupted(T.scala:454)",
+              b"Caused by: java.lang.InterruptedException", b"\tat java.base/Object.wait",
+              b"\t... 12 more"]
+    hold = JvmTeardownHold()
+    assert hold.split([b"tfyard: launch failed: worker:0", *report[:5]]) == (
+        [b"tfyard: launch failed: worker:0"], [])
+    assert hold.split([*report[5:], b"[worker:0] after"]) == ([b"[worker:0] after"], report)
+    assert hold.split(report[:3]) == ([], []) and hold.release() == report[:3]  # no stack
+    assert hold.split(report) == ([], []) and hold.release() == []   # cut off in its stack
+    other = [b'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space',
+             b"\tat x.y(z.java:1)"]
+    assert hold.split(other) == (other, [])
 
 
 @pytest.mark.parametrize("args", [

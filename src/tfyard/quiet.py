@@ -247,22 +247,67 @@ class TracebackHold:
         return held
 
 
+# Spark's barrier coordinator, when a member's failure cancels the stage, has the JVM print
+# the killed wait of each other member: `Exception in thread "accept-connections"
+# org.apache.spark.TaskKilledException: ...`, a message (which may quote the failure's
+# Python traceback), then its stack. tfyard has said the failure in one line already.
+_JVM_TEARDOWN = b'Exception in thread "accept-connections" org.apache.spark.TaskKilledException'
+_JVM_MESSAGE_MAX = 400   # lines held for a message before it is judged not to be one
+
+
+class JvmTeardownHold:
+    """Drops the JVM's report of a barrier task killed at a stage's cancellation: its header,
+    its message and its stack (tab-indented `at ...` and `... N more` lines, and `Caused by:`)."""
+
+    def __init__(self):
+        self.held: list[bytes] = []
+        self.stack = False   # inside the `\tat` lines (else the message, before them)
+
+    def split(self, lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        keep, drop = [], []
+        for line in lines:
+            if not self.held:
+                if line.startswith(_JVM_TEARDOWN):
+                    self.held, self.stack = [line], False
+                else:
+                    keep.append(line)
+                continue
+            framed = line.startswith((b"\tat ", b"\t... "))
+            if self.stack and not framed and not line.startswith(b"Caused by: "):
+                drop.extend(self.held)   # the report ended before this line
+                self.held = []
+                keep.extend(self.split([line])[0])
+                continue
+            self.held.append(line)
+            self.stack = framed or (self.stack and not line.startswith(b"Caused by: "))
+            if not self.stack and len(self.held) > _JVM_MESSAGE_MAX:
+                keep.extend(self.held)   # no stack came: not the report, passed on
+                self.held = []
+        return keep, drop
+
+    def release(self) -> list[bytes]:
+        """At the stream's end: a report whose stack began is dropped, else passed on."""
+        held, self.held = self.held, []
+        return [] if self.stack else held
+
+
 def run_filter(source: int = 0, sink: int = 1) -> None:
     """The filter process: copy `source` to `sink` less TensorFlow's log lines (and Spark's
     teardown traceback), until EOF; the dropped lines go to the file TFYARD_TF_LOG names."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     outputs = {True: sink, False: _open_log(os.environ.get(LOG_FILE_ENV))}
-    pending, dropping, tracebacks = b"", False, TracebackHold()
+    pending, dropping, tracebacks, jvm = b"", False, TracebackHold(), JvmTeardownHold()
     while chunk := os.read(source, 65536):
         # A new chunk starts a new write unless the last one ended mid-line.
         dropping = dropping and bool(pending)
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
         keep, drop, dropping = split_log_lines(lines, dropping)
+        keep, killed = jvm.split(keep)
         keep, teardown = tracebacks.split(keep)
-        _emit(outputs, keep, drop + teardown, b"\n")
-    _emit(outputs, tracebacks.release(), [], b"\n")
+        _emit(outputs, keep, drop + killed + teardown, b"\n")
+    _emit(outputs, tracebacks.split(jvm.release())[0] + tracebacks.release(), [], b"\n")
     keep, drop, _ = split_log_lines([pending] if pending else [], dropping)
     _emit(outputs, keep, drop, b"")
 

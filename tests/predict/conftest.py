@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.storage.conftest import s3, s3_endpoint  # noqa: F401 - an S3 server
+from tests.storage.conftest import gcs, gcs_endpoint, s3, s3_endpoint  # noqa: F401 - stores
 
 COLOURS = {"blue": (30, 30, 200), "green": (30, 200, 30), "red": (200, 30, 30)}
 SIZE = (128, 96)   # width, height

@@ -3,7 +3,8 @@ a read_binary_files Dataset gives local predict's classes, the broken file conta
 actor loading the model once for all its batches; `tfyard predict --on ray` SIGKILLed while
 it writes, then rerun into the same --output, leaves every row once, under local predict's
 progress bar; every format and every edge item (a null cell, a vanished file, the edge tree)
-gives local predict's rows; a worker's refusal is one line."""
+gives local predict's rows; images in a gs:// bucket are scored into it; a worker's refusal
+is one line."""
 
 from __future__ import annotations
 
@@ -25,10 +26,32 @@ from tests.predict.conftest import (  # noqa: E402
     same_as_local,
     summary,
 )
+from tests.storage.conftest import gcs_upload  # noqa: E402
 from tfyard.cli import main  # noqa: E402
 from tfyard.predict.worker import LOAD_LOG  # noqa: E402
 
 pytestmark = pytest.mark.ray
+
+
+def test_images_in_a_bucket_are_scored_into_the_bucket(ray_address, run, few, local_classes,
+                                                       gcs):
+    """INPUT and --output in a gs:// bucket: each actor reads its images from the bucket
+    (the driver's store settings travel with the job); the part files are uploaded once all
+    are written."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    gcs_upload(gcs, few, "photos", "day-1")
+    assert main(["predict", "--output_dir", str(run), "gs://photos/day-1", "--on", "ray",
+                 "--address", ray_address, "--workers", "1", "--output",
+                 "gs://photos/scored"]) == 0
+    rows = [row for blob in gcs.list_blobs("photos", prefix="scored/")
+            if blob.name.endswith(".parquet")
+            for row in pq.read_table(io.BytesIO(blob.download_as_bytes())).to_pylist()]
+    assert sorted(row["path"] for row in rows) == sorted(
+        f"gs://photos/day-1/{p.name}" for p in few.iterdir())
+    same_as_local(rows, local_classes)
 
 
 def test_python_form_agrees_with_local_loading_once_per_actor(ray_address, run, few,

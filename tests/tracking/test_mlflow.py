@@ -64,7 +64,7 @@ def test_a_run_logs_params_steps_files_and_a_model_that_predicts_as_tfyard_does(
     assert steps(mlflow_uri, logged.info.run_id, "eval_top1") == report_steps(out, "eval")
     client = MlflowClient(tracking_uri=mlflow_uri)
     files = {item.path for item in client.list_artifacts(logged.info.run_id)}
-    assert {"run.json", "summary.json"} <= files
+    assert {"run.json", "summary.json", "curves.png"} <= files
 
     import mlflow.pyfunc
 

@@ -4,6 +4,7 @@ written back into run.json, so a restart, a new node or `tfyard track` continue 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -53,9 +54,14 @@ def params(record: dict) -> dict[str, str]:
 
 
 def outputs(tracker, output_dir: str) -> None:
-    """run.json, summary.json and curves.png as the MLflow run's files, and the export (if
-    the run made one) as its model."""
+    """run.json, summary.json and curves.png (drawn now if the run has none) as the MLflow
+    run's files, and the export (if the run made one) as its model."""
     run = RunDirectory(output_dir)
+    if not os.path.exists(run.curves):
+        from tfyard.train.rundir.plot import plot_run
+
+        with contextlib.suppress(UserError):   # no training report: nothing to draw
+            plot_run(output_dir)
     tracker.log_outputs([run.run_file, run.summary, run.curves],
                         run.export if os.path.isdir(run.export) else None)
 
