@@ -77,6 +77,8 @@ def test_sparks_teardown_traceback_is_dropped_and_every_other_one_kept():
     assert hold.split([b"before", *teardown[:2]]) == ([b"before"], [])
     assert hold.split([*teardown[2:], b"after", *other]) == ([b"after", *other], teardown)
     assert hold.split(other[:2]) == ([], []) and hold.release() == other[:2]
+    eof = [*teardown[:2], b"EOFError"]   # the daemon's worker read an end of stream
+    assert hold.split(eof) == ([], eof)
 
 
 def test_the_jvm_report_of_a_barrier_task_killed_at_cancellation_is_dropped_whole():

@@ -78,7 +78,7 @@ _NOTICES = (b"WARNING: Using incubator modules: ",)
 # A traceback PySpark's worker daemon prints when the JVM drops a worker's connection as the
 # SparkContext stops after a failed job (teardown, after tfyard's own one-line error).
 _TRACEBACK = b"Traceback (most recent call last):"
-_TEARDOWN = (b"pyspark/daemon.py", (b"ConnectionResetError", b"BrokenPipeError"))
+_TEARDOWN = (b"pyspark/daemon.py", (b"ConnectionResetError", b"BrokenPipeError", b"EOFError"))
 
 # The filter process runs `run_filter()` from this file, without site-packages or
 # PYTHON* variables (-I), with this package's parent directory first on sys.path.

@@ -1,8 +1,8 @@
 """The MLflow run of one training run, kept by the chief, never in the step's way.
 
 - **One run across restarts.** run.json keeps the MLflow run's id; a resumed run continues it.
-  Each request that sends metrics also sets the run's tags `tfyard.train_step` and
-  `tfyard.eval_step`, the last step sent of each kind, in the same request: a restart sends
+  Each request that sends metrics also sets the run's tags `tfyard.KIND_step` (train, eval,
+  evaluate_validation, ...), the last step sent of each kind, in the same request: a restart sends
   what metrics.jsonl holds beyond them (what a kill left unsent) and drops the reports of the
   steps it runs again, so every step has one value.
 - **Never slowed, never stopped.** `log` only appends to a bounded queue; a thread sends it
@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import threading
 import time
 
@@ -31,7 +32,7 @@ BATCH = 900           # values a request (MLflow takes 1,000 entries a log_batch
 PERIOD_S = 2.0        # how often the queue is sent
 FLUSH_S = 30.0        # at the end: how long the queue may take to go
 PARAM_MAX = 6000      # MLflow's longest parameter value
-STEP_TAGS = {"train": "tfyard.train_step", "eval": "tfyard.eval_step"}
+STEP_TAG = re.compile(r"^tfyard\.(\w+)_step$")   # per kind of report: the last step sent
 MODEL_TAG = "tfyard.model"   # set once the run's export is logged as its model
 # MLflow's own settings, unless the user set them: its HTTP client retries a failed request
 # 7 times with backoff (minutes), but the start check answers in seconds and the sending
@@ -65,7 +66,8 @@ class Tracker:
 
     def __init__(self, settings: Settings, mlflow, run_id: str, tags: dict[str, str]):
         self.settings, self.mlflow, self.run_id, self.tags = settings, mlflow, run_id, tags
-        sent = {kind: int(tags.get(tag, -1)) for kind, tag in STEP_TAGS.items()}
+        sent = {found.group(1): int(value) for tag, value in tags.items()
+                if (found := STEP_TAG.match(tag))}
         self._high = dict(sent)      # per kind: the last step queued or sent
         self._queue: collections.deque = collections.deque()
         self._values = 0             # metric values queued
@@ -163,7 +165,7 @@ class Tracker:
                 return
             self.mlflow.log_batch(
                 self.run_id, metrics=[value for _, _, values in batch for value in values],
-                tags=[RunTag(STEP_TAGS.get(kind, f"tfyard.{kind}_step"), str(step))
+                tags=[RunTag(f"tfyard.{kind}_step", str(step))
                       for kind, step in last.items()])
             with self._lock:
                 for _ in batch:
