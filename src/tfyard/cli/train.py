@@ -61,7 +61,8 @@ def register(commands) -> None:
         "twice.")
     platform.add_platform_flag(track, "output_dir", required=True, help=RUN_DIR)
     add_option_arguments(track, ["mlflow_uri", "experiment", "run_name", "register_model"],
-                         grouped=False)
+                         grouped=False, helps={"mlflow_uri": "the MLflow tracking server (env "
+                                               "MLFLOW_TRACKING_URI; the flag wins)"})
     track.set_defaults(func=_track)
 
 
