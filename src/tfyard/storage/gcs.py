@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Iterator
 
 from tfyard.errors import UserError
@@ -29,8 +30,10 @@ class GcsStore:
 
     def __init__(self):
         try:
-            from google.cloud import storage
-            from google.cloud.storage.retry import DEFAULT_RETRY
+            with warnings.catch_warnings():   # google.api_core's notice to Python 3.10 users
+                warnings.simplefilter("ignore", FutureWarning)
+                from google.cloud import storage
+                from google.cloud.storage.retry import DEFAULT_RETRY
         except ImportError:
             raise UserError("gs:// paths need the cloud extra: pip install 'tfyard[cloud]'") \
                 from None
