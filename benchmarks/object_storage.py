@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import boto3  # noqa: E402
 from input_pipeline import rate, write_data  # noqa: E402
-from loopback import free_port, serve  # noqa: E402
+from loopback import free_port, serve, stop  # noqa: E402
 
 from tfyard.data import build_dataset  # noqa: E402
 from tfyard.storage import readable_dir, stores  # noqa: E402
@@ -118,8 +118,7 @@ def main() -> None:
                   f"{local:.0f} images/s, s3:// output {bucket:.0f} images/s; ratio "
                   f"{bucket / local:.2f}x")
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
 
 
 if __name__ == "__main__":

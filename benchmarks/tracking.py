@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from loopback import free_port, serve
+from loopback import free_port, serve, stop
 
 TRAIN = ["--model", "cifar_resnet20", "--dataset", "digits", "--num_gpus", "0", "--seed", "1",
          "--quiet", "--steps_per_loop", "5"]
@@ -57,8 +57,7 @@ def main() -> None:
                 tracked.append(train_rate(os.path.join(root, f"tracked{round_}"),
                                           args.train_steps, uri))
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop(server)
     off, on = max(plain), max(tracked)
     print(f"training {args.train_steps} steps, a report every 5 (best of {args.rounds}): "
           f"tracking off {off:.0f} images/s ({', '.join(f'{r:.0f}' for r in plain)}), "

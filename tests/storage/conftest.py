@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def serving(command: list[str], port: int, env=None):
     """The server `command` started, listening on the loopback `port`, its URL while the
     block runs."""
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, **(env or {})})
+                              env={**os.environ, **(env or {})}, start_new_session=True)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -55,8 +56,8 @@ def serving(command: list[str], port: int, env=None):
             time.sleep(0.1)
     try:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
+    finally:   # the whole group: a server's workers (gunicorn's, say) outlive their parent
+        os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
 
 
