@@ -3,6 +3,7 @@ this machine's cores, as a server on the same node would."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -34,5 +35,6 @@ def serve(command: list[str], port: int, env: dict | None = None
 
 def stop(server: subprocess.Popen) -> None:
     """The server and its workers (gunicorn's, say, outlive their parent)."""
-    os.killpg(server.pid, signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGTERM)
     server.wait(timeout=30)

@@ -57,7 +57,8 @@ def serving(command: list[str], port: int, env=None):
     try:
         yield f"http://127.0.0.1:{port}"
     finally:   # the whole group: a server's workers (gunicorn's, say) outlive their parent
-        os.killpg(server.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
 
 
