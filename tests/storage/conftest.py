@@ -146,3 +146,14 @@ def two_files(root: Path) -> Path:
     (root / "nested" / "b.bin").write_bytes(b"b" * 10)
     return root
 
+
+def refuses_bad_data_urls(scheme: str, invalid_bucket: str, output_dir: str, capsys) -> None:
+    """The --data_dir faults every store answers alike, each one line: a missing bucket, an
+    empty prefix (bucket `faults` must exist), and two malformed URLs."""
+    assert "no such bucket" in refused(train_on(f"{scheme}://no-bucket-here/cifar",
+                                                output_dir), capsys)
+    assert "no files under this prefix" in refused(train_on(f"{scheme}://faults/empty",
+                                                            output_dir), capsys)
+    for url in (f"{scheme}://{invalid_bucket}/x", f"{scheme}://"):
+        assert f"is not a valid {scheme}:// URL" in refused(train_on(url, output_dir), capsys)
+

@@ -19,7 +19,14 @@ import time
 import pytest
 
 from tests.predict.conftest import folder, run  # noqa: F401 - one trained run, its photos
-from tests.storage.conftest import free_port, gcs_upload, refused, train_on, two_files
+from tests.storage.conftest import (
+    free_port,
+    gcs_upload,
+    refused,
+    refuses_bad_data_urls,
+    train_on,
+    two_files,
+)
 from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.errors import UserError
@@ -115,10 +122,7 @@ def test_each_gcs_fault_is_one_line_in_seconds(gcs, tmp_path, capsys, monkeypatc
     def train(url):
         return train_on(url, out)
 
-    assert "no such bucket" in refused(train("gs://no-bucket-here/cifar"), capsys)
-    assert "no files under this prefix" in refused(train("gs://faults/empty"), capsys)
-    assert "is not a valid gs:// URL" in refused(train("gs://Not!A!Bucket/x"), capsys)
-    assert "is not a valid gs:// URL" in refused(train("gs://"), capsys)
+    refuses_bad_data_urls("gs", "Not!A!Bucket", out, capsys)
     assert "no such bucket" in refused(["train", "--dataset", "digits", "--num_gpus", "0",
                                          "--output_dir", "gs://no-bucket-here/run"], capsys)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")

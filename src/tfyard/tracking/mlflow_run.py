@@ -66,9 +66,8 @@ class Tracker:
 
     def __init__(self, settings: Settings, mlflow, run_id: str, tags: dict[str, str]):
         self.settings, self.mlflow, self.run_id, self.tags = settings, mlflow, run_id, tags
-        sent = {found.group(1): int(value) for tag, value in tags.items()
-                if (found := STEP_TAG.match(tag))}
-        self._high = dict(sent)      # per kind: the last step queued or sent
+        self._high = {found.group(1): int(value) for tag, value in tags.items()
+                      if (found := STEP_TAG.match(tag))}   # per kind: last step queued or sent
         self._queue: collections.deque = collections.deque()
         self._values = 0             # metric values queued
         self._dropped = 0            # values dropped when the queue was full
