@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import keras
 import numpy as np
 import pytest
@@ -72,3 +74,24 @@ def test_a_constant_learning_rate_reads_under_a_mirrored_strategy():
     trainer = Trainer(strategy, model, optimizer, StepConfig(
         objective=Classification(2), global_batch=BATCH, jit_compile=True), dataset_fn)
     assert trainer.train(2)["lr"] == pytest.approx(0.05)
+
+
+def test_a_trainers_iterator_is_deleted_off_the_thread_that_drops_the_trainer():
+    """A collected trainer's tf.data iterator goes to `tfyard.data.release`: deleting one that
+    lived over ~80 s takes TensorFlow up to a minute, which no caller should wait."""
+    import gc
+    import threading
+    import weakref
+
+    trainer = toy_trainer()
+    trainer.train(2)
+    deleted = []
+    weakref.finalize(trainer._input[0], lambda: deleted.append(
+        threading.current_thread().name))
+    trainer.model.trainer = trainer   # a cycle: the garbage collector deletes the trainer
+    del trainer
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while not deleted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert deleted == ["tfyard-release"]

@@ -217,7 +217,7 @@ def _parse_task(task, jobs: Mapping[str, tuple[str, ...]]) -> tuple[str | None, 
             "evaluator"
         )
     index = task.get("index", 0)
-    if isinstance(index, str) and index.isdigit():
+    if isinstance(index, str) and index.isdecimal():   # "²" is a digit int() refuses
         index = int(index)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise UserError(

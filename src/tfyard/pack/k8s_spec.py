@@ -135,7 +135,7 @@ def _secret(name: str | None) -> str | None:
 def parse_k8s(text: str) -> tuple[int, int]:
     """`WORKERS[,PS]` -> (workers, ps)."""
     parts = text.split(",")
-    if len(parts) <= 2 and all(p.strip().isdigit() for p in parts):
+    if len(parts) <= 2 and all(p.strip().isdecimal() for p in parts):
         workers, ps = int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
         if workers >= 1:
             return workers, ps

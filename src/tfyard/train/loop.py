@@ -10,6 +10,7 @@ writes no files: checkpoints, reports and evaluation are the Controller's action
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfyard import compat
+from tfyard.data.release import drained, release
 from tfyard.train.optim import decayed_variables
 from tfyard.train.rundir import preemption
 from tfyard.train.task.objectives import COUNT, LOSS, Objective
@@ -165,7 +167,10 @@ class Trainer:
             self._compute = graph_function(self._gradients, jit_compile=True)
         self._loop = graph_function(self._train_loop)
         self._sync = graph_function(self._average_statistics)
-        self._iterator_state = None
+        # The iterator, once made; released (`tfyard.data.release`) when the trainer goes,
+        # so that neither its owner nor a garbage collection waits on its deletion.
+        self._input: list = []
+        weakref.finalize(self, _release_all, self._input)
         self._ids = IdTap(strategy) if record_ids else None
 
     # --- the step (graph) ---------------------------------------------------------------
@@ -282,13 +287,11 @@ class Trainer:
         step instead: a seeded `dataset_fn` starts at global example step x global batch
         (`tfyard.data.order`), so a resumed run reads exactly what an unbroken one would.
         """
-        if self._iterator_state is None:
+        if not self._input:
             start = int(self.step.numpy())
-            self._iterator_state = self.executor.iterator(
-                lambda context: self.dataset_fn(context, start))
-            if self._ids is not None:
-                self._iterator_state = self._ids.wrap(self._iterator_state)
-        return self._iterator_state
+            iterator = self.executor.iterator(lambda context: self.dataset_fn(context, start))
+            self._input.append(self._ids.wrap(iterator) if self._ids is not None else iterator)
+        return self._input[0]
 
     def take_example_ids(self) -> list[list[int]]:
         """The example ids of each step run since the last call (with `record_ids`)."""
@@ -367,6 +370,11 @@ class IdTap:
         return taken
 
 
+def _release_all(iterators: list) -> None:
+    while iterators:
+        release(iterators.pop())
+
+
 def _apply_unless(skip, apply, grads) -> None:
     """`apply(grads)` unless `skip`, as Keras' LossScaleOptimizer does it: where the
     optimizer syncs through a merge_call, the cond must sit in the cross-replica context."""
@@ -413,7 +421,7 @@ def evaluate_model(model, dataset_fn: Callable, objective: Objective,
         batches = strategy.distribute_datasets_from_function(
             lambda context: dataset_fn(context).map(_any_batch_size))
     totals = np.zeros([objective.size], np.float32)
-    for batch in batches:
+    for batch in drained(batches):
         totals += eval_step(batch).numpy()
     return objective.results(totals)
 

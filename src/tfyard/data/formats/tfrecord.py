@@ -47,7 +47,7 @@ def read_labels(data_dir: str) -> dict[int, str] | None:
             if not line.strip():
                 continue
             key, sep, text = line.rstrip("\n").partition(":")
-            if not sep or not key.strip().lstrip("-").isdigit():
+            if not sep or not key.strip().lstrip("-").isdecimal():
                 raise UserError(f"{path}: line {number} is not 'id:name'; fix labels.txt")
             labels[int(key)] = text
     if not labels:
@@ -200,6 +200,8 @@ def _fast_scan(path: str, decode: bool):
     import numpy as np
     import tensorflow as tf
 
+    from tfyard.data.release import drained
+
     def facts(record):
         encoded, label, _ = _parse(record)
         shape = _image_shape(encoded, decode)
@@ -212,7 +214,7 @@ def _fast_scan(path: str, decode: bool):
         return None  # unreadable or truncated
     rows = records.map(facts, num_parallel_calls=tf.data.AUTOTUNE).ignore_errors()
     rows = np.concatenate([np.zeros((0, 3), np.int64),
-                           *(batch.numpy() for batch in rows.batch(4096))])
+                           *(batch.numpy() for batch in drained(rows.batch(4096)))])
     return rows if len(rows) == count else None
 
 

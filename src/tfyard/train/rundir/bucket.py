@@ -310,7 +310,7 @@ def _latest(pointer_text: str) -> int | None:
     for line in pointer_text.splitlines():
         key, _, value = line.partition(":")
         number = os.path.basename(value.strip().strip('"')).removeprefix("ckpt-")
-        if key.strip() == "model_checkpoint_path" and number.isdigit():
+        if key.strip() == "model_checkpoint_path" and number.isdecimal():
             return int(number)
     return None
 

@@ -113,7 +113,7 @@ def private_directory() -> str:
     for path in glob.glob(os.path.join(glob.escape(root), f"{PRIVATE}*-*")):
         owner = os.path.basename(path)[len(PRIVATE):].partition("-")[0]
         with contextlib.suppress(OSError):
-            if owner.isdigit() and not _alive(int(owner)) and \
+            if owner.isdecimal() and not _alive(int(owner)) and \
                     time.time() - os.path.getmtime(path) > ABANDONED_SECONDS:
                 shutil.rmtree(path, ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"{PRIVATE}{os.getpid()}-")

@@ -137,7 +137,7 @@ def _model_variables(reader) -> dict[str, str]:
 
 def _natural(key: str) -> list:
     """`_operations/2` before `_operations/10`: the model's own order of layers."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key)]
+    return [int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", key)]
 
 
 @contextlib.contextmanager
