@@ -27,7 +27,7 @@ def pipeline():
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--age", type=float, default=100.0,
+    parser.add_argument("--age", type=float, default=120.0,
                         help="seconds each iterator lives before it is dropped")
     age = parser.parse_args().age
     deleted, released = pipeline(), pipeline()

@@ -168,9 +168,10 @@ class Trainer:
         self._loop = graph_function(self._train_loop)
         self._sync = graph_function(self._average_statistics)
         # The iterator, once made; released (`tfyard.data.release`) when the trainer goes,
-        # so that neither its owner nor a garbage collection waits on its deletion.
+        # so that neither its owner nor a garbage collection waits on its deletion (an
+        # exiting process deletes none).
         self._input: list = []
-        weakref.finalize(self, _release_all, self._input)
+        weakref.finalize(self, _release_all, self._input).atexit = False
         self._ids = IdTap(strategy) if record_ids else None
 
     # --- the step (graph) ---------------------------------------------------------------
