@@ -15,7 +15,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHMARKS = ("input_pipeline.py", "data_verify.py", "train_step.py", "end_to_end.py",
               "user_model.py", "fine_tune.py", "scaling.py", "object_storage.py",
-              "tracking.py")
+              "tracking.py", "iterator_release.py")
 HELP_BUDGET_S = 0.5
 
 
