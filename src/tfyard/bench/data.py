@@ -6,6 +6,7 @@ import statistics
 import time
 
 from tfyard.data import build_dataset
+from tfyard.data.release import release
 
 
 def measure(dataset: str, data_dir: str | None, batch_size: int, image_size: int | None,
@@ -25,6 +26,7 @@ def measure(dataset: str, data_dir: str | None, batch_size: int, image_size: int
         for _ in range(window_batches):
             next(iterator)
         rates.append(window_batches * batch_size / (time.perf_counter() - started))
+    release(iterator)   # a long measurement's iterator may take TensorFlow a minute to delete
     return {"dataset": dataset, "data": data_dir or dataset, "batch_size": batch_size,
             "image_size": size, "dtype": dtype,
             "warmup_batches": warmup_batches, "windows": windows,
