@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(items):
 def pytest_runtest_teardown(item, nextitem):
     """A test's cyclic garbage (Keras models, traced functions, the tf.data iterators they
     hold) is collected as it ends, while its iterators are young: TensorFlow takes up to a
-    minute to delete one that lived over ~80 s (`tfyard.data.release`), which a collection
+    minute to delete one that lived a minute or more (`tfyard.data.release`), which a collection
     in a later test would wait. What survives is frozen, so each collection walks one test's
     objects (a full one walks ~400,000 in 0.4 s once TensorFlow is loaded)."""
     yield

@@ -1,4 +1,4 @@
-"""`release` and `drained`: an iterator is deleted on the dropper thread, so that neither the
+"""`release` and `drained`: an iterator is deleted on a release thread, so that neither the
 code done with it nor a garbage collection waits on TensorFlow's deletion of a long-lived
 tf.data iterator (up to a minute, `benchmarks/iterator_release.py`)."""
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
+import weakref
 
 import keras
 import numpy as np
@@ -78,11 +81,7 @@ def test_a_constant_learning_rate_reads_under_a_mirrored_strategy():
 
 def test_a_trainers_iterator_is_deleted_off_the_thread_that_drops_the_trainer():
     """A collected trainer's tf.data iterator goes to `tfyard.data.release`: deleting one that
-    lived over ~80 s takes TensorFlow up to a minute, which no caller should wait."""
-    import gc
-    import threading
-    import weakref
-
+    lived a minute or more can take TensorFlow up to a minute, which no caller should wait."""
     trainer = toy_trainer()
     trainer.train(2)
     deleted = []

@@ -1,11 +1,12 @@
 """Deletes tf.data iterators off the thread that is done with them.
 
-TensorFlow 2.21 joins an iterator's autotuning thread when the iterator is deleted, and once
-the iterator has lived about 80 s that thread sleeps in 60 s periods that deletion does not
-cut short: the delete blocks its caller for up to a minute (`benchmarks/iterator_release.py`).
-An evaluation over a large split would end that much later, and a training iterator left to
-the garbage collector would freeze whatever code the collection interrupts. `release` hands
-the reference to a thread of its own, which drops it once it holds the last one.
+TensorFlow 2.21 joins an iterator's autotuning thread when the iterator is deleted, and does
+not always wake it first: deleting an iterator that has lived a minute or more now and then
+blocks for the rest of that thread's sleep, up to 60 s (2-60 s on 4 of 15 iterators 60-200 s
+old; `benchmarks/iterator_release.py`). An evaluation over a large split would end that much
+later, and a training iterator left to the garbage collector would freeze whatever code the
+collection interrupts. `release` hands the reference to a thread of its own, which drops it
+once it holds the last one.
 
 The thread is not a daemon: a process that ends while one is deleting waits for it, as it
 would have waited in place. A daemon thread that finished TensorFlow's delete while the
