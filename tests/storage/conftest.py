@@ -40,9 +40,9 @@ def moto_server(**env):
 
 
 @contextlib.contextmanager
-def serving(command: list[str], port: int, env=None):
+def serving(command: list[str], port: int, env=None, stop: int = signal.SIGTERM):
     """The server `command` started, listening on the loopback `port`, its URL while the
-    block runs."""
+    block runs; then `stop` sent to its process group."""
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, **(env or {})}, start_new_session=True)
     deadline = time.monotonic() + 60
@@ -58,7 +58,7 @@ def serving(command: list[str], port: int, env=None):
         yield f"http://127.0.0.1:{port}"
     finally:   # the whole group: a server's workers (gunicorn's, say) outlive their parent
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
+            os.killpg(server.pid, stop)
         server.wait(timeout=30)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,9 +17,9 @@ from tests.storage.conftest import free_port, serving
 
 
 @contextlib.contextmanager
-def mlflow_server(root, port: int | None = None):
+def mlflow_server(root, port: int | None = None, stop: int = signal.SIGTERM):
     """`mlflow server` keeping its runs under `root` (a restart on the same `root` and
-    `port` is the same server again); its URL while the block runs."""
+    `port` is the same server again); its URL while the block runs, then `stop` sent."""
     pytest.importorskip("mlflow.server")
     port = port or free_port()
     command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
@@ -26,7 +27,7 @@ def mlflow_server(root, port: int | None = None):
                "--artifacts-destination", str(root / "artifacts")]
     # MLflow 3's job runner (eight more processes, ~15 s of CPU to start) serves features
     # tfyard never asks for
-    with serving(command, port, {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}) as url:
+    with serving(command, port, {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stop) as url:
         yield url
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -115,7 +116,9 @@ def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_late
     command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
                "--work_dir", str(digits_work), "--no_export", "--train_steps", "400",
                "--eval_every_epochs", "100"]
-    with mlflow_server(root, port) as uri:
+    # gone at once (a crash, a lost network): SIGTERM would let it drain its connections
+    # for seconds while the run trains on toward its end
+    with mlflow_server(root, port, stop=signal.SIGKILL) as uri:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=tracked(uri, experiment))
         wait_for(lambda: len(report_steps(out)) >= 2, proc)
