@@ -37,7 +37,6 @@ def main() -> None:
     while pairs:
         for deleted, released in pairs:
             next(deleted), next(released)
-        del deleted, released
         time.sleep(0.01)
         if time.monotonic() - started < ages[len(waited["del"])]:
             continue
