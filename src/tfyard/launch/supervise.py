@@ -1,6 +1,7 @@
 """Supervise a cluster's members wherever they run: failures, restarts, frozen members,
 preemption and signals. `launch local` runs members as processes here, `launch ray` as
-child processes of Ray actors; both hand this module one handle per member.
+child processes of Ray actors; both hand this module one handle per member. Who the members
+are is `launch.roster`; their lines go through `launch.output`.
 
 - A member exiting non-zero stops the others and is named with its exit code and last lines;
   with --max_restarts the whole job starts again (the program resumes from its checkpoint).
