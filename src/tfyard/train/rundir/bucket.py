@@ -19,7 +19,9 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
   restart on a new node needs nothing from the old one.
 - **Nothing lost at the end.** `published` flushes before the process exits, SIGTERM's save
-  included; a store that stays down ends the run in one line naming the local copy.
+  included; a store that stays down (`TFYARD_STORE_TIMEOUT`) ends the run in one line naming
+  the local copy, and one that refuses (no such bucket, access denied) ends it at the next
+  checkpoint.
 """
 
 from __future__ import annotations
@@ -37,23 +39,17 @@ import uuid
 
 from tfyard.errors import UserError
 from tfyard.storage import location, mirror, stores
+from tfyard.storage.store import Refused
+from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import CHECKPOINTS, EXPORT, LEASE
 
 log = logging.getLogger("tfyard")
 
 PERIOD_S = 10.0   # how often changed files are uploaded
-DOWN_ENV, DOWN_S = "TFYARD_STORE_TIMEOUT", 300.0   # a store failing this long stops the run
 POINTER = "checkpoint"   # TensorFlow's state file: names the latest checkpoints
 SNAPSHOTS = ".tfyard-publishing"   # in the copy: saves waiting for upload (hard links)
 FLAG = "--output_dir"
-
-
-def _down_seconds() -> float:
-    try:
-        return float(os.environ.get(DOWN_ENV, DOWN_S))
-    except ValueError:
-        return DOWN_S
 
 
 def _skipped(name: str) -> bool:
@@ -157,6 +153,7 @@ class Publisher:
                                                     threading.Event())
         self._failing_since: float | None = None
         self._error = ""
+        self._refused: Refused | None = None   # the store said no: publishing stopped
         self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-publish")
         self._thread.start()
 
@@ -177,14 +174,18 @@ class Publisher:
         self._wake.set()
 
     def check(self) -> None:
+        if self._refused is not None:
+            raise UserError(self._kept(f"{FLAG} {self.url}: {self._refused.reason}"))
         if self._failing_since is not None and \
-                time.monotonic() - self._failing_since > _down_seconds():
-            raise UserError(self._stranded(f"has failed for {_down_seconds():.0f}s"))
+                time.monotonic() - self._failing_since > outage_seconds():
+            raise UserError(self._stranded(f"has failed for {outage_seconds():.0f}s"))
 
     def _stranded(self, what: str) -> str:
-        return (f"{FLAG} {self.url}: the store {what} ({self._error}); the run's latest "
-                f"files are kept in {self.copy}: rerun the same command on this machine to "
-                "upload them and resume")
+        return self._kept(f"{FLAG} {self.url}: the store {what} ({self._error})")
+
+    def _kept(self, why: str) -> str:
+        return (f"{why}; the run's latest files are kept in {self.copy}: rerun the same "
+                "command on this machine to upload them and resume")
 
     def close(self) -> None:
         """Upload everything that is left; a UserError when the store does not take it
@@ -192,9 +193,10 @@ class Publisher:
         self.check()
         self._closing.set()
         self._wake.set()
-        if not self._flushed.wait(_down_seconds()):
+        if not self._flushed.wait(outage_seconds()):
             raise UserError(self._stranded(f"did not take the last files within "
-                                           f"{_down_seconds():.0f}s"))
+                                           f"{outage_seconds():.0f}s"))
+        self.check()   # flushed, or refused
 
     def _run(self) -> None:
         backoff = 1.0
@@ -205,6 +207,12 @@ class Publisher:
             try:
                 self._publish_checkpoint()
                 self._publish_files()
+            except Refused as exc:   # trying again will not help: said now, and stopped
+                log.warning(f"tfyard: warning: {FLAG} {self.url}: {exc.reason}; the run stops "
+                            "at its next checkpoint")
+                self._refused = exc
+                self._flushed.set()
+                return
             except Exception as exc:  # noqa: BLE001 - whatever fails, the run goes on
                 if self._failing_since is None:
                     self._failing_since = time.monotonic()
@@ -335,15 +343,14 @@ def published(plat, cluster):
         return
     place = location(plat.output_url, FLAG)
     if not cluster.is_coordinator:
-        root, _ = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-data"), FLAG,
-                                    leave={LEASE})
+        root, _ = mirror.pulled_run(place, mirror.copy_root(
+            place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
         yield dataclasses.replace(plat, output_dir=root), None
         return
     lease = BucketLease(plat.output_url).take()
     try:
         _push_newer(place, plat.output_dir)
-        _, names = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-runs"), FLAG,
-                                     leave={LEASE})
+        _, names = mirror.pulled_run(place, plat.output_dir, FLAG, leave={LEASE})
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
             yield plat, publisher
