@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -20,6 +19,7 @@ from tfyard.distribute.strategy import STRATEGIES
 from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
 from tfyard.flags import Parser
+from tfyard.process import envvars
 from tfyard.train.task import usercode
 
 
@@ -143,7 +143,7 @@ def _platform(name: str):
 
 
 def _startup_timeout() -> float:
-    return float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 600))
+    return envvars.number("TFYARD_STARTUP_TIMEOUT", 600.0)
 
 
 WHAT, HOW, RUN = "what to train", "how long and how big", "distribution, checkpoints and output"

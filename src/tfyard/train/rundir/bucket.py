@@ -36,6 +36,7 @@ import time
 import uuid
 
 from tfyard.errors import UserError
+from tfyard.process import envvars
 from tfyard.storage import location, mirror, stores
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import CHECKPOINTS, EXPORT, LEASE
@@ -47,13 +48,6 @@ DOWN_ENV, DOWN_S = "TFYARD_STORE_TIMEOUT", 300.0   # a store failing this long s
 POINTER = "checkpoint"   # TensorFlow's state file: names the latest checkpoints
 SNAPSHOTS = ".tfyard-publishing"   # in the copy: saves waiting for upload (hard links)
 FLAG = "--output_dir"
-
-
-def _down_seconds() -> float:
-    try:
-        return float(os.environ.get(DOWN_ENV, DOWN_S))
-    except ValueError:
-        return DOWN_S
 
 
 def _skipped(name: str) -> bool:
@@ -157,6 +151,7 @@ class Publisher:
                                                     threading.Event())
         self._failing_since: float | None = None
         self._error = ""
+        self._down_s = envvars.number(DOWN_ENV, DOWN_S)
         self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-publish")
         self._thread.start()
 
@@ -178,8 +173,8 @@ class Publisher:
 
     def check(self) -> None:
         if self._failing_since is not None and \
-                time.monotonic() - self._failing_since > _down_seconds():
-            raise UserError(self._stranded(f"has failed for {_down_seconds():.0f}s"))
+                time.monotonic() - self._failing_since > self._down_s:
+            raise UserError(self._stranded(f"has failed for {self._down_s:.0f}s"))
 
     def _stranded(self, what: str) -> str:
         return (f"{FLAG} {self.url}: the store {what} ({self._error}); the run's latest "
@@ -192,9 +187,9 @@ class Publisher:
         self.check()
         self._closing.set()
         self._wake.set()
-        if not self._flushed.wait(_down_seconds()):
+        if not self._flushed.wait(self._down_s):
             raise UserError(self._stranded(f"did not take the last files within "
-                                           f"{_down_seconds():.0f}s"))
+                                           f"{self._down_s:.0f}s"))
 
     def _run(self) -> None:
         backoff = 1.0
