@@ -216,7 +216,7 @@ def test_no_folder_has_more_than_a_dozen_modules():
 
 # One definition of each twin: the checks read the source, so a second copy fails them.
 ONE_HOME = {"scheme": "tfyard.storage.location", "liveness": "tfyard.process.liveness",
-            "environment number": "tfyard.process.envvars"}
+            "environment number": "tfyard.process.envvars", "sender": "tfyard.process.sender"}
 
 
 def _in_fstrings(tree: ast.AST) -> set[int]:
@@ -230,9 +230,17 @@ def _reads_environ(node: ast.AST) -> bool:
                for sub in ast.walk(node))
 
 
+def _name(node: ast.AST) -> str | None:
+    """The name an assignment binds: `x` or `self.x`."""
+    if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+        return node.id if isinstance(node, ast.Name) else node.attr
+    return None
+
+
 def twins(source: str) -> set[str]:
     """Which of the one-home tests `source` does itself: a scheme by "://", a process's
-    liveness by signal 0 or /proc/PID, a number by int() or float() of the environment."""
+    liveness by signal 0 or /proc/PID, a number by int() or float() of the environment, a
+    retrying sender by a backoff of its own."""
     tree = ast.parse(source)
     pieces, found = _in_fstrings(tree), set()
     for node in ast.walk(tree):
@@ -249,6 +257,8 @@ def twins(source: str) -> set[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id in ("int", "float") and any(map(_reads_environ, node.args)):
             found.add("environment number")
+        elif (_name(node) or "").lstrip("_") == "backoff":
+            found.add("sender")
     return found
 
 
@@ -267,11 +277,16 @@ def test_the_twin_checker_sees_the_old_copies():
         "scheme": 'def _remote(path):\n    return "://" in path\n',
         "liveness": "def state(pid):\n    return open(f'/proc/{pid}/stat').read()\n",
         "environment number": "import os\nT = float(os.environ.get('TFYARD_END_TIMEOUT', 3))\n",
+        "sender": "def _run(self):\n    backoff = 1.0\n    while True:\n        try:\n"
+                  "            self._send()\n        except OSError:\n"
+                  "            time.sleep(backoff)\n            backoff = min(backoff * 2, 10)\n",
     }
     for kind, source in old.items():
         assert twins(source) == {kind}, kind
     assert twins("import os\ndef alive(pid):\n    os.kill(pid, 0)\n") == {"liveness"}
     assert twins("def f(s, b):\n    return f'{s}://{b}', f'/proc/self/fd/{b}'\n") == set()
+    assert twins("self._backoff = 2\n") == {"sender"}
+    assert twins("T = Timing(period=2, backoff=4, most_backoff=30)\n") == set()
 
 
 # Calls that put a file in place or write one whole, which only `tfyard.replace` may make for
