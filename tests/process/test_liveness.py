@@ -6,10 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from tests.process import until
 from tfyard.process import liveness
 
 
@@ -21,14 +21,6 @@ def child():
         proc.kill()
         proc.wait()
 
-
-def _until(check, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_a_running_process_lives_with_its_kernel_start_time(child):
@@ -42,14 +34,14 @@ def test_a_running_process_lives_with_its_kernel_start_time(child):
 
 def test_a_stopped_process_is_alive_and_stopped(child):
     os.kill(child.pid, signal.SIGSTOP)
-    assert _until(lambda: liveness.state(child.pid) == "T")
+    assert until(lambda: liveness.state(child.pid) == "T")
     assert liveness.alive(child.pid)
     os.kill(child.pid, signal.SIGCONT)
 
 
 def test_a_killed_process_not_yet_reaped_is_a_zombie_then_gone(child):
     child.kill()
-    assert _until(lambda: liveness.state(child.pid) == "Z")
+    assert until(lambda: liveness.state(child.pid) == "Z")
     assert liveness.alive(child.pid)   # its pid is still taken
     child.wait()
     assert not liveness.alive(child.pid)

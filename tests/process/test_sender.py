@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from tests.process import until
 from tfyard.process.sender import Bounded, Newest, Sender, Timing
 
 FAST = Timing(period=0.05, backoff=0.05, most_backoff=0.2, wake_on_add=True)
@@ -30,14 +31,6 @@ class Receiver:
             raise ConnectionError("the store is away")
         self.got.append(list(batch))
 
-
-def until(check, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def test_newest_sends_the_newest_and_drops_the_ones_overtaken():
