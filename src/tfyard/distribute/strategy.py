@@ -107,6 +107,24 @@ def configure_cpu_replicas(count: int) -> None:
         raise UserError(f"--cpu_replicas {count}: {STARTED}") from None
 
 
+def describe_devices(num_gpus: int) -> str:
+    """The devices a member trains on, named as the driver names them ("1 GPU: NVIDIA H200
+    (compute 9.0)"), so a run's first lines say whether the GPU was found at all."""
+    if not num_gpus:
+        return "on the CPU"
+    import tensorflow as tf
+
+    names = []
+    for gpu in tf.config.list_physical_devices("GPU")[:num_gpus]:
+        details = tf.config.experimental.get_device_details(gpu)
+        major, minor = details.get("compute_capability", ("?", "?"))
+        names.append(f"{details.get('device_name', gpu.name)} (compute {major}.{minor})")
+    counted = {name: names.count(name) for name in names}
+    kinds = ", ".join(f"{count} x {name}" if count > 1 else name
+                      for name, count in counted.items())
+    return f"on {num_gpus} GPU{'s' if num_gpus > 1 else ''}: {kinds}"
+
+
 def _resolver(cluster: ClusterConfig, num_gpus: int):
     import tensorflow as tf
 
