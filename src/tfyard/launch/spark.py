@@ -27,16 +27,11 @@ from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
 from tfyard.launch.context import PAYLOAD_MODULE, Context, passed_env, write_payload
 from tfyard.launch.local import ProcessMember, check_command, member_env, stop_group
+from tfyard.launch.output import locked_writer
 from tfyard.launch.ports import reserved_ports
-from tfyard.launch.supervise import (
-    Failure,
-    Member,
-    MemberFailed,
-    describe_exit,
-    locked_writer,
-    roster,
-    tf_configs,
-)
+from tfyard.launch.roster import Member, roster, tf_configs
+from tfyard.launch.supervise import Failure, MemberFailed, describe_exit
+from tfyard.storage import scheme_of
 
 GRACE_S = 10.0
 _FAILURE = "tfyard-member-failure "  # heads the JSON record of a failed member
@@ -134,7 +129,7 @@ def run_function(sc, main_fun: Callable, args: Sequence[str], num_executors: int
 
     board = None
     if tensorboard:  # on the chief's executor, next to its member
-        logdir = log_dir if "://" in log_dir else os.path.abspath(log_dir)
+        logdir = log_dir if scheme_of(log_dir) is not None else os.path.abspath(log_dir)
         board = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", "0",
                  "--bind_all"]
     _run_stage(sc, members, command, write, board)

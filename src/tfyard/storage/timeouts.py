@@ -11,9 +11,8 @@ in seconds while a running training still rides out an outage:
 
 from __future__ import annotations
 
-import os
-
 from tfyard.errors import UserError
+from tfyard.process import envvars
 
 REQUEST_ENV, REQUEST_S = "TFYARD_STORE_REQUEST_TIMEOUT", 15.0
 OUTAGE_ENV, OUTAGE_S = "TFYARD_STORE_TIMEOUT", 300.0
@@ -23,27 +22,18 @@ CONNECT_S = 5.0
 
 def outage_seconds() -> float:
     """How long a running training tolerates a store that keeps failing."""
-    return _seconds(OUTAGE_ENV, OUTAGE_S)
+    return envvars.number(OUTAGE_ENV, OUTAGE_S)
 
 
 def request_seconds() -> float:
     """One try's connect and read timeout."""
-    return min(_seconds(REQUEST_ENV, REQUEST_S), outage_seconds() / ATTEMPTS)
+    given = envvars.number(REQUEST_ENV, REQUEST_S)
+    if given <= 0:
+        raise UserError(f"{REQUEST_ENV}={given:g} is not a positive number of seconds; set it "
+                        f"to one such as {REQUEST_S:g} or unset it")
+    outage = outage_seconds()
+    return min(given, outage / ATTEMPTS) if outage > 0 else given
 
 
 def connect_seconds() -> float:
     return min(CONNECT_S, request_seconds())
-
-
-def _seconds(name: str, default: float) -> float:
-    given = os.environ.get(name, "").strip()
-    if not given:
-        return default
-    try:
-        value = float(given)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise UserError(f"{name}={given} is not a number of seconds; give a positive number "
-                        f"(default {default:g})")
-    return value
