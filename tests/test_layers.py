@@ -299,6 +299,8 @@ PLACES_ALLOWED: dict[tuple[str, str], str] = {
     "(--force): a user file kept, not an output written",
     ("tfyard.train.rundir.disk", "os.rename"): "the run directory's `move`, by which the lease "
     "sets a stale lease aside: a rename of the lease, no output written",
+    ("tfyard.storage", "os.rename"): "a run's local copy that an older tfyard left inside the "
+    "default work dir, moved whole to its place (`run_copy`): a copy moved, not an output written",
     ("tfyard.storage.mirror", "os.replace"): "a bucket's object downloaded into the local "
     "cache, its partial name one that the store's copy skips: an input cached, not an output",
 }

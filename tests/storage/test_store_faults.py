@@ -65,8 +65,12 @@ def test_a_silent_s3_endpoint_is_one_line_in_seconds_naming_the_variable_set(
         "(EndpointConnectionError); check AWS_ENDPOINT_URL and the network")
     monkeypatch.setenv("TFYARD_STORE_REQUEST_TIMEOUT", "soon")
     assert refused(["data", "inspect", "s3://quiet/x"], capsys) == (
-        "tfyard: error: TFYARD_STORE_REQUEST_TIMEOUT=soon is not a number of seconds; give a "
-        "positive number (default 15)")
+        "tfyard: error: TFYARD_STORE_REQUEST_TIMEOUT='soon' is not a number; set it to a number "
+        "such as 15 or unset it")
+    monkeypatch.setenv("TFYARD_STORE_REQUEST_TIMEOUT", "0")
+    assert refused(["data", "inspect", "s3://quiet/x"], capsys) == (
+        "tfyard: error: TFYARD_STORE_REQUEST_TIMEOUT=0 is not a positive number of seconds; set "
+        "it to one such as 15 or unset it")
 
 
 def test_a_silent_gcs_endpoint_is_one_line_in_seconds(gcs, gcs_endpoint, tmp_path):
