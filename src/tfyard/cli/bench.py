@@ -6,7 +6,8 @@ import json
 
 from tfyard import platform
 from tfyard.errors import UserError
-from tfyard.train.options import add_option_arguments, flag_type, positive_int
+from tfyard.flags.declared import flag_type, positive_int
+from tfyard.train.options import add_option_arguments
 
 _STEPS_PER_LOOP = 10
 # The TrainOptions fields a benchmark run takes, declared (spellings, checks) there once.

@@ -3,8 +3,8 @@
 Output is `DST/{train,validation}-%05d-of-%05d` plus `labels.txt` (`1:name`, labels 1..N
 as in ImageNet), read back with `--dataset imagenet`. An image folder is split as training
 splits it (its validation folder, else the same 10 % of each class held out), so the output
-trains as the folder does. Shards are written by a pool of processes, each to `<shard>.tmp`
-then renamed, and a failed run removes the shards it wrote (a partial set would read as a
+trains as the folder does. Shards are written by a pool of processes, each put in place whole
+(`tfyard.replace`), and a failed run removes the shards it wrote (a partial set would read as a
 smaller dataset); the output depends only on the input and the seed. Output names never come
 from input names, so nothing is written outside DST.
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfyard.errors import UserError
+from tfyard.replace import replacing_file, replacing_path
 
 
 @dataclass(frozen=True)
@@ -100,20 +101,18 @@ def example(item: Item) -> bytes:
 
 
 def write_shard(path: str, items: list[Item]) -> int:
-    """Write `items` to `path` via `path.tmp` and an atomic rename."""
+    """Write `items` to the shard `path`, put in place whole (`tfyard.replace`)."""
     import tensorflow as tf
 
-    with tf.io.TFRecordWriter(path + ".tmp") as writer:
+    with replacing_path(path) as staging, tf.io.TFRecordWriter(staging) as writer:
         for item in items:
             writer.write(example(item))
-    os.replace(path + ".tmp", path)
     return len(items)
 
 
 def write_text(path: str, text: str) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as stream:
+    with replacing_file(path) as stream:
         stream.write(text)
-    os.replace(path + ".tmp", path)
 
 
 class Progress:
@@ -141,9 +140,8 @@ def _quiet_tensorflow() -> None:
 def _remove_written(paths: list[str]) -> None:
     """A failed conversion takes back its shards, finished or not."""
     for path in paths:
-        for name in (path, path + ".tmp"):
-            if os.path.exists(name):
-                os.remove(name)
+        if os.path.exists(path):
+            os.remove(path)
 
 
 SET_FILES = ("train-?????-of-?????", "validation-?????-of-?????", "labels.txt")
