@@ -8,7 +8,8 @@ sideways, and no module imports itself back through others.
     tracking                    a run in MLflow; its model serves through predict
     predict                     reads SavedModels; train's export builds its signatures
     data, models, distribute, platform (and quiet, keras_startup)
-    replace                     the one way an output is written, which `data` uses too
+    replace, progress           how an output is written and how long work shows, which
+                                `data` uses too
     storage                     where a path lives: local disk or a bucket
     errors, flags, dtypes, compat, the tfyard package itself (__version__): no tfyard imports
 
@@ -41,7 +42,7 @@ LAYERS = [
     {"tracking"},
     {"predict"},
     {"data", "models", "distribute", "platform", "quiet", "keras_startup"},
-    {"replace"},
+    {"replace", "progress"},
     {"storage"},
     {"errors", "flags", "dtypes", "compat", "__init__"},
 ]

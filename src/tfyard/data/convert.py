@@ -20,13 +20,13 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from tfyard.errors import UserError
+from tfyard.progress import Progress
 from tfyard.replace import replacing_file, replacing_path
 
 
@@ -115,24 +115,6 @@ def write_text(path: str, text: str) -> None:
         stream.write(text)
 
 
-class Progress:
-    """A bar on a terminal, one plain line per step otherwise."""
-
-    def __init__(self, total: int, stream=None):
-        self.total, self.done, self.stream = total, 0, stream or sys.stderr
-
-    def step(self, what: str) -> None:
-        self.done += 1
-        if self.stream.isatty():
-            filled = 30 * self.done // self.total
-            end = "\n" if self.done == self.total else ""
-            self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] "
-                              f"{self.done}/{self.total} {what}{end}")
-        else:
-            self.stream.write(f"{self.done}/{self.total} {what}\n")
-        self.stream.flush()
-
-
 def _quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -199,25 +181,25 @@ def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str
 
 
 def _write_shards(tasks: list[tuple[str, list[Item]]], workers: int | None) -> None:
-    progress = Progress(len(tasks))
     workers = min(workers or os.cpu_count() or 1, len(tasks))
-    if workers == 1:
-        for path, items in tasks:
-            write_shard(path, items)
-            progress.step(os.path.basename(path))
-        return
-    import multiprocessing
+    with Progress(len(tasks), "shards", "writing", "wrote") as progress:
+        if workers == 1:
+            for path, items in tasks:
+                write_shard(path, items)
+                progress.advance()
+            return
+        import multiprocessing
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_quiet_tensorflow) as pool:
-        futures = [pool.submit(write_shard, path, items) for path, items in tasks]
-        try:
-            for (path, _), future in zip(tasks, futures, strict=True):
-                future.result()
-                progress.step(os.path.basename(path))
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # running writers finish first
-            raise
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_quiet_tensorflow) as pool:
+            futures = [pool.submit(write_shard, path, items) for path, items in tasks]
+            try:
+                for future in futures:
+                    future.result()
+                    progress.advance()
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # running writers finish first
+                raise
 
 
 def convert_imagefolder(src: str, dst: str, shards: int = 8,
