@@ -21,10 +21,16 @@ line saying how to see them.
 
     quiet.setup(verbose)        # entry points: filter as soon as anything imports TensorFlow
     tf = quiet.import_tensorflow()
+
+In a process tfyard does not own (a model that MLflow loads and serves), the filter is not
+tfyard's to set up for the whole process; `with quiet.hushed():` holds fd 2 in a temporary
+file for one block (importing TensorFlow and loading a model) and then writes what it caught,
+less the same log lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import logging
@@ -32,6 +38,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import traceback
 import warnings
 
@@ -158,6 +165,35 @@ def install() -> bool:
     sys.excepthook = _with_hint(sys.excepthook)
     _installed = True
     return True
+
+
+@contextlib.contextmanager
+def hushed():
+    """TensorFlow's C++ log lines of this block kept off fd 2: it goes to a temporary file
+    meanwhile, whose other lines are written to fd 2 afterwards (the dropped ones to
+    TFYARD_TF_LOG's file). Nothing is done when verbose or once the filter is installed."""
+    if _installed or is_verbose() or os.name != "posix":
+        yield
+        return
+    real = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        _flush(sys.stderr)
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            _flush(sys.stderr)
+            os.dup2(real, 2)
+            os.close(real)
+            caught.seek(0)
+            lines = caught.read().split(b"\n")
+            last = lines.pop()
+            keep, drop, dropping = split_log_lines(lines, False)
+            outputs = {True: 2, False: _open_log(os.environ.get(LOG_FILE_ENV))}
+            _emit(outputs, keep, drop, b"\n")
+            _emit(outputs, *split_log_lines([last] if last else [], dropping)[:2], b"")
+            if outputs[False] is not None:
+                os.close(outputs[False])
 
 
 def _with_hint(excepthook):
