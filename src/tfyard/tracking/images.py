@@ -27,9 +27,10 @@ def image_bytes(item) -> tuple[bytes | None, str | None]:
     if isinstance(item, bytes | bytearray | memoryview):
         data = bytes(item)
         problem = refusal(data)
-        if problem != NOT_IMAGE or not data.isascii():
+        text = data.decode() if problem == NOT_IMAGE and data.isascii() else ""
+        if not (_base64(text) or _addressed(text)):
             return (None, problem) if problem else (data, None)
-        item = data.decode()   # base64 text that MLflow's REST input turned into bytes
+        item = text   # a string that MLflow's REST input turned into bytes
     if not isinstance(item, str):
         return None, f"not an image: a {type(item).__name__}; {SEND}"
     data = _base64(item)
@@ -54,8 +55,8 @@ def refusal(data: bytes) -> str | None:
         try:
             with Image.open(io.BytesIO(data)) as image:   # reads the header only
                 width, height = image.size
-        except Image.DecompressionBombError:
-            width, height = MAX_PIXELS + 1, 1
+        except Image.DecompressionBombError:   # past Pillow's own bound, far past ours
+            return f"too large: more than {MAX_PIXELS} pixels (checked before decoding)"
         except Exception:  # noqa: BLE001 - Pillow says "not an image" in many ways
             return NOT_IMAGE
     if width * height > MAX_PIXELS:
