@@ -39,7 +39,7 @@ QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_op
     tests/storage/test_gcs.py::test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard \
     tests/tracking/test_tracker.py::test_a_restart_continues_its_run_and_sends_each_step_once
 
-.PHONY: demo test quick matrix lint bench clean
+.PHONY: demo test quick gpu matrix lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,12 @@ test: lint
 quick: $(EVERYTHING)
 	$(BIN)/python -m pytest -q -p no:cacheprovider \
 	    -m 'not cluster and not spark and not ray and not slow' $(QUICK)
+
+# The GPU slice, on a machine with a GPU and the `gpu` extra (tensorflow[and-cuda]):
+# bfloat16 training with XLA, a resume, the export alike on GPU and CPU; skipped without one.
+gpu: $(EVERYTHING)
+	$(INSTALL) -e '.[gpu]'
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 matrix:
 	bash ci/matrix.sh $(LEGS)

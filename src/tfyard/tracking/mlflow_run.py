@@ -15,15 +15,14 @@
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import re
-import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
 
 from tfyard.errors import UserError
+from tfyard.process.sender import Bounded, Sender, Timing
 from tfyard.tracking import Settings, environ_set, scrubbed
 from tfyard.tracking.failures import said
 
@@ -33,6 +32,8 @@ QUEUE_MAX = 200_000   # metric values held while the server is away (~40 MB at m
 BATCH = 900           # values a request (MLflow takes 1,000 entries a log_batch)
 PERIOD_S = 2.0        # how often the queue is sent
 FLUSH_S = 30.0        # at the end: how long the queue may take to go
+# a failure is retried after 4, 8, 16, then every 30 s; at the end every second
+TIMING = Timing(period=PERIOD_S, backoff=2 * PERIOD_S, most_backoff=30.0, closing_retry=1.0)
 PARAM_MAX = 6000      # MLflow's longest parameter value
 STEP_TAG = re.compile(r"^tfyard\.(\w+)_step$")   # per kind of report: the last step sent
 MODEL_TAG = "tfyard.model"   # set once the run's export is logged as its model
@@ -72,15 +73,11 @@ class Tracker:
         self._environ = environ or {}  # MLflow's settings as they were before the tracker
         self._high = {found.group(1): int(value) for tag, value in tags.items()
                       if (found := STEP_TAG.match(tag))}   # per kind: last step queued or sent
-        self._queue: collections.deque = collections.deque()
-        self._values = 0             # metric values queued
-        self._dropped = 0            # values dropped when the queue was full
-        self._lock = threading.Lock()
-        self._closing, self._flushed, self._given_up = (threading.Event(), threading.Event(),
-                                                         threading.Event())
         self._warned = False
-        self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-mlflow")
-        self._thread.start()
+        # (kind, step, values) reports in order, weighed by their values
+        self._queue = Bounded(QUEUE_MAX, BATCH, weight=lambda report: len(report[2]))
+        self._sender = Sender(self._send, self._queue, TIMING, "tfyard-mlflow",
+                              on_failing=self._warn)
 
     @classmethod
     def start(cls, settings: Settings, run_id: str | None, name: str, params: dict,
@@ -126,59 +123,25 @@ class Tracker:
         at = int(record.get("time", time.time()) * 1000)
         values = [Metric(prefix + key, float(value), at, step) for key, value in record.items()
                   if key not in ("kind", "step", "epoch", "time")]
-        with self._lock:
-            self._queue.append((kind, step, values))
-            self._values += len(values)
-            while self._values > QUEUE_MAX:
-                _, _, oldest = self._queue.popleft()
-                self._values -= len(oldest)
-                self._dropped += len(oldest)
+        self._sender.add((kind, step, values))
 
-    def _run(self) -> None:
-        backoff = PERIOD_S
-        while True:
-            closing = self._closing.wait(backoff)
-            try:
-                self._send()
-            except Exception as exc:  # noqa: BLE001 - whatever fails, training goes on
-                if not self._warned:
-                    self._warned = True
-                    log.warning(f"tfyard: warning: {failure(self.settings, exc, 'failed')}; "
-                                "metrics wait in the background (and in metrics.jsonl) until "
-                                "it answers")
-                backoff = min(backoff * 2, 30.0)
-                if closing:   # close() waits FLUSH_S for the server to come back
-                    if self._given_up.wait(1.0):
-                        return
-                continue
-            backoff = PERIOD_S
-            if closing:
-                self._flushed.set()
-                return
+    def _warn(self, exc: Exception) -> None:
+        """Named once, whatever follows: the metrics stay in metrics.jsonl."""
+        if not self._warned:
+            self._warned = True
+            log.warning(f"tfyard: warning: {failure(self.settings, exc, 'failed')}; "
+                        "metrics wait in the background (and in metrics.jsonl) until "
+                        "it answers")
 
-    def _send(self) -> None:
-        """Send the queue in batches; a batch leaves the queue only once the server took it."""
+    def _send(self, batch: list) -> None:
+        """One request: a batch's values and, per kind, the last step it holds; the batch
+        leaves the queue only once the server took it."""
         from mlflow.entities import RunTag
 
-        while True:
-            with self._lock:
-                batch, count, last = [], 0, {}
-                for kind, step, values in self._queue:
-                    if batch and count + len(values) > BATCH:
-                        break
-                    batch.append((kind, step, values))
-                    count += len(values)
-                    last[kind] = step
-            if not batch:
-                return
-            self.mlflow.log_batch(
-                self.run_id, metrics=[value for _, _, values in batch for value in values],
-                tags=[RunTag(f"tfyard.{kind}_step", str(step))
-                      for kind, step in last.items()])
-            with self._lock:
-                for _ in batch:
-                    self._queue.popleft()
-                self._values -= count
+        last = {kind: step for kind, step, _ in batch}
+        self.mlflow.log_batch(
+            self.run_id, metrics=[value for _, _, values in batch for value in values],
+            tags=[RunTag(f"tfyard.{kind}_step", str(step)) for kind, step in last.items()])
 
     def log_outputs(self, files: list[str], export: str | None) -> None:
         """The run's files as artifacts and its export as an MLflow model (registered under
@@ -208,11 +171,9 @@ class Tracker:
             environ_set(self._environ)
 
     def _close(self, status: str | None) -> int:
-        self._closing.set()
-        if not self._flushed.wait(FLUSH_S):
-            self._given_up.set()
-        with self._lock:
-            unsent = self._values + self._dropped
+        self._sender.close(FLUSH_S)
+        with self._sender.lock:
+            unsent = self._queue.held + self._queue.dropped
         if unsent:
             log.warning(f"tfyard: warning: {unsent} metrics not sent to MLflow at "
                         f"{self.settings.shown}; they are in metrics.jsonl (`tfyard track "

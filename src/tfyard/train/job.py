@@ -273,7 +273,8 @@ def _announce(prepared: Prepared, restored: str | None, start: int, tracker) -> 
     log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
              f"({identity['num_classes']} classes, "
              f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {replicas} "
-             f"replica(s) [{plan.reason}]{xla}")
+             f"replica(s) [{plan.reason}]{xla}, "
+             f"{strategies.describe_devices(prepared.context.plat.num_gpus)}")
     log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "
              f"{numbers.per_replica_batch or 'its batches'} per "
              f"replica x {replicas}; lr {numbers.learning_rate:.4g} {numbers.optimizer} "
