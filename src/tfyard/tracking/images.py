@@ -12,6 +12,8 @@ import io
 import math
 import warnings
 
+from tfyard.storage.location import scheme_of
+
 MAX_BYTES = 32 * 2**20        # an encoded image's size
 MAX_PIXELS = 8192 * 8192      # width x height as its header gives them
 NOT_IMAGE = "cannot decode: not an image (JPEG, PNG, GIF, BMP or WebP bytes)"
@@ -78,4 +80,5 @@ def _base64(text: str) -> bytes | None:
 
 def _addressed(text: str) -> bool:
     """Whether `text` reads as a path or a URL (s3://, gs://, hdfs://, file:, /etc/...)."""
-    return "://" in text or text.startswith(("/", "~", ".", "file:")) or "\\" in text
+    return scheme_of(text) is not None or text.startswith(("/", "~", ".", "file:")) \
+        or "\\" in text
