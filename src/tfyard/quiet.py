@@ -72,7 +72,7 @@ PYTHON_NOISE = (
 PYTHON_WARNINGS = (
     # --seed under parameter-server training: the per-worker input is traced inside the
     # coordinator's function, whose graph seed its augmentations then use. Harmless: a PS
-    # run's input order is not seeded anyway (README, "Exact resume").
+    # run's input order is not seeded anyway (docs/faults.md, "Exact resume").
     (UserWarning, r"Seed \d+ from outer graph might be getting used by function Dataset_"),
 )
 _TRIGGERS = ("tensorflow", "keras", "tf_keras")
