@@ -52,6 +52,18 @@ def settings(uri: str | None = None, experiment: str | None = None,
                     optional, register_model)
 
 
+def environ_set(values: dict[str, str | None]) -> dict[str, str | None]:
+    """Set each variable of `values` in os.environ (None: unset it); what was there before,
+    which this undoes exactly: tracking leaves the user's process as it found it."""
+    before = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    return before
+
+
 def redacted(uri: str | None) -> str | None:
     """`uri` with the password of its user part and its query's values replaced by ***
     (`https://me:secret@host` -> `https://me:***@host`)."""
