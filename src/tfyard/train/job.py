@@ -114,8 +114,8 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
         controller, restored, tracker = _controller(prepared, watchdog, publisher)
-        _announce(prepared, restored, controller.state.start_step)
         with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
+            _announce(prepared, restored, controller.state.start_step, tracker)
             with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
                     peer_loss(cluster, plan.strategy, lambda: controller.state.step):
                 state = controller.run()
@@ -266,7 +266,7 @@ def run_record(prepared: Prepared) -> dict:
             "per_replica_batch": numbers.per_replica_batch, "init": prepared.init}
 
 
-def _announce(prepared: Prepared, restored: str | None, start: int) -> None:
+def _announce(prepared: Prepared, restored: str | None, start: int, tracker) -> None:
     numbers, shape, plan = prepared.numbers, prepared.shape, prepared.context.plan
     identity, replicas = prepared.task.identity(), prepared.replicas
     xla = ", XLA" if prepared.trainer.config.jit_compile else ""
@@ -282,6 +282,8 @@ def _announce(prepared: Prepared, restored: str | None, start: int) -> None:
              f"({numbers.steps_per_epoch}/epoch)")
     log.info(f"tfyard: resumed from step {start} ({restored})" if restored
              else "tfyard: starting from step 0 (no checkpoint)")
+    if tracker:
+        log.info(f"tfyard: {tracker.where}")
 
 
 def _finish(prepared: Prepared, state: RunState) -> dict:

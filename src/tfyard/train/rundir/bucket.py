@@ -19,7 +19,9 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
   restart on a new node needs nothing from the old one.
 - **Nothing lost at the end.** `published` flushes before the process exits, SIGTERM's save
-  included; a store that stays down ends the run in one line naming the local copy.
+  included; a store that stays down (`TFYARD_STORE_TIMEOUT`) ends the run in one line naming
+  the local copy, and one that refuses (no such bucket, access denied) is named at once and
+  ends it at the next checkpoint.
 """
 
 from __future__ import annotations
@@ -36,24 +38,21 @@ import time
 import uuid
 
 from tfyard.errors import UserError
+from tfyard.process.sender import Newest, Sender, Timing
 from tfyard.storage import location, mirror, stores
+from tfyard.storage.store import Refused
+from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import CHECKPOINTS, EXPORT, LEASE
 
 log = logging.getLogger("tfyard")
 
 PERIOD_S = 10.0   # how often changed files are uploaded
-DOWN_ENV, DOWN_S = "TFYARD_STORE_TIMEOUT", 300.0   # a store failing this long stops the run
+# a save is uploaded at once; a failure is retried after 1, 2, 4, 8, then every 10 s
+TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True)
 POINTER = "checkpoint"   # TensorFlow's state file: names the latest checkpoints
 SNAPSHOTS = ".tfyard-publishing"   # in the copy: saves waiting for upload (hard links)
 FLAG = "--output_dir"
-
-
-def _down_seconds() -> float:
-    try:
-        return float(os.environ.get(DOWN_ENV, DOWN_S))
-    except ValueError:
-        return DOWN_S
 
 
 def _skipped(name: str) -> bool:
@@ -151,14 +150,12 @@ class Publisher:
         self.store = stores.of(self.place.scheme)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
-        self._pending: str | None = None   # the newest save's snapshot, not yet uploaded
-        self._lock = threading.Lock()
-        self._wake, self._closing, self._flushed = (threading.Event(), threading.Event(),
-                                                    threading.Event())
-        self._failing_since: float | None = None
-        self._error = ""
-        self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-publish")
-        self._thread.start()
+        self._down_s = outage_seconds()
+        self._refused: Refused | None = None   # the store said no: nothing more is sent
+        # only the newest save's snapshot waits; then the changed files, every round
+        self._sender = Sender(self._unless_refused(self._publish_checkpoint), Newest(_remove),
+                              TIMING, "tfyard-publish", on_failing=self._warn,
+                              every_round=self._unless_refused(self._publish_files))
 
     def checkpoint_saved(self, path: str) -> None:
         """Snapshot the save `path` (`.../checkpoints/ckpt-N`) for upload; a UserError when
@@ -170,75 +167,57 @@ class Publisher:
             os.link(file, os.path.join(snapshot, os.path.basename(file)))
         shutil.copyfile(os.path.join(os.path.dirname(path), POINTER),
                         os.path.join(snapshot, POINTER))
-        with self._lock:
-            dropped, self._pending = self._pending, snapshot
-        if dropped:
-            shutil.rmtree(dropped, ignore_errors=True)
-        self._wake.set()
+        self._sender.add(snapshot)
+
+    def _unless_refused(self, send):
+        """`send`, until the store refuses (no such bucket, access denied): trying again will
+        not help, so that is said at once and the run stops at its next checkpoint."""
+        def sent(*batch) -> None:
+            if self._refused is None:
+                try:
+                    send(*batch)
+                except Refused as exc:
+                    self._refused = exc
+                    log.warning(f"tfyard: warning: {FLAG} {self.url}: {exc.reason}; the run "
+                                "stops at its next checkpoint")
+        return sent
 
     def check(self) -> None:
-        if self._failing_since is not None and \
-                time.monotonic() - self._failing_since > _down_seconds():
-            raise UserError(self._stranded(f"has failed for {_down_seconds():.0f}s"))
+        if self._refused is not None:
+            raise UserError(f"{FLAG} {self.url}: {self._refused.reason}; {self._kept()}")
+        since = self._sender.failing_since
+        if since is not None and time.monotonic() - since > self._down_s:
+            raise UserError(self._stranded(f"has failed for {self._down_s:.0f}s"))
+
+    def _warn(self, exc: Exception) -> None:
+        log.warning(f"tfyard: warning: uploading to {self.url} failed ({exc}); "
+                    "retrying in the background")
 
     def _stranded(self, what: str) -> str:
-        return (f"{FLAG} {self.url}: the store {what} ({self._error}); the run's latest "
-                f"files are kept in {self.copy}: rerun the same command on this machine to "
-                "upload them and resume")
+        return f"{FLAG} {self.url}: the store {what} ({self._sender.error}); {self._kept()}"
+
+    def _kept(self) -> str:
+        return (f"the run's latest files are kept in {self.copy}: rerun the same command on "
+                "this machine to upload them and resume")
 
     def close(self) -> None:
         """Upload everything that is left; a UserError when the store does not take it
         within the store timeout (at once when it has been failing that long already)."""
         self.check()
-        self._closing.set()
-        self._wake.set()
-        if not self._flushed.wait(_down_seconds()):
+        if not self._sender.close(self._down_s):
             raise UserError(self._stranded(f"did not take the last files within "
-                                           f"{_down_seconds():.0f}s"))
+                                           f"{self._down_s:.0f}s"))
+        self.check()   # flushed, or refused meanwhile
 
-    def _run(self) -> None:
-        backoff = 1.0
-        while True:
-            self._wake.wait(PERIOD_S)
-            self._wake.clear()
-            closing = self._closing.is_set()
-            try:
-                self._publish_checkpoint()
-                self._publish_files()
-            except Exception as exc:  # noqa: BLE001 - whatever fails, the run goes on
-                if self._failing_since is None:
-                    self._failing_since = time.monotonic()
-                    log.warning(f"tfyard: warning: uploading to {self.url} failed ({exc}); "
-                                "retrying in the background")
-                self._error = str(exc)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, PERIOD_S)
-                self._wake.set()
-                continue
-            self._failing_since, backoff = None, 1.0
-            if closing:
-                self._flushed.set()
-                return
-
-    def _publish_checkpoint(self) -> None:
-        with self._lock:
-            snapshot, self._pending = self._pending, None
-        if snapshot is None:
-            return
-        try:
-            listed = _listed(os.path.join(snapshot, POINTER))
-            for name in sorted(os.listdir(snapshot)):   # the files first, then the pointer
-                if name != POINTER:
-                    self._upload(os.path.join(snapshot, name), f"{CHECKPOINTS}/{name}")
-            self._upload(os.path.join(snapshot, POINTER), f"{CHECKPOINTS}/{POINTER}")
-        except BaseException:
-            with self._lock:   # tried again, unless a newer save came meanwhile
-                if self._pending is None:
-                    self._pending, snapshot = snapshot, None
-            raise
-        finally:
-            if snapshot is not None:
-                shutil.rmtree(snapshot, ignore_errors=True)
+    def _publish_checkpoint(self, batch: list[str]) -> None:
+        """Upload a save's snapshot: its files, then the pointer naming it; then remove the
+        checkpoints the pointer no longer lists. A failed one is tried again (`Newest`)."""
+        snapshot, = batch
+        listed = _listed(os.path.join(snapshot, POINTER))
+        for name in sorted(os.listdir(snapshot)):   # the files first, then the pointer
+            if name != POINTER:
+                self._upload(os.path.join(snapshot, name), f"{CHECKPOINTS}/{name}")
+        self._upload(os.path.join(snapshot, POINTER), f"{CHECKPOINTS}/{POINTER}")
         for name in sorted(self._remote):
             folder, _, file = name.rpartition("/")
             if folder == CHECKPOINTS and file != POINTER and file.split(".")[0] not in listed:
@@ -274,6 +253,10 @@ class Publisher:
         self.store.delete(self.place.child(name), FLAG)
         self._remote.discard(name)
         self._sent.pop(name, None)
+
+
+def _remove(snapshot: str) -> None:
+    shutil.rmtree(snapshot, ignore_errors=True)
 
 
 def _version(path: str) -> tuple[int, int] | None:
@@ -335,15 +318,14 @@ def published(plat, cluster):
         return
     place = location(plat.output_url, FLAG)
     if not cluster.is_coordinator:
-        root, _ = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-data"), FLAG,
-                                    leave={LEASE})
+        root, _ = mirror.pulled_run(place, mirror.copy_root(
+            place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
         yield dataclasses.replace(plat, output_dir=root), None
         return
     lease = BucketLease(plat.output_url).take()
     try:
         _push_newer(place, plat.output_dir)
-        _, names = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-runs"), FLAG,
-                                     leave={LEASE})
+        _, names = mirror.pulled_run(place, plat.output_dir, FLAG, leave={LEASE})
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
             yield plat, publisher

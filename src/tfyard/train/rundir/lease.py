@@ -28,6 +28,7 @@ import uuid
 
 from tfyard.distribute import jobid
 from tfyard.errors import UserError
+from tfyard.process import envvars, liveness
 from tfyard.replace import check_writable
 from tfyard.train.rundir.directory import RunDirectory, remove_temporaries
 from tfyard.train.rundir.disk import LocalFiles
@@ -38,28 +39,6 @@ files = LocalFiles()  # a lease needs an atomic link; `take_lease` holds none el
 TIMEOUT_ENV = "TFYARD_LEASE_TIMEOUT"
 TIMEOUT_S = 60.0
 RENEW_S = 5.0
-
-
-def _pid_start(pid: int) -> str | None:
-    """The kernel's start time of `pid` (tells a live holder from a reused pid); None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return "?"  # alive, start time unknown (no /proc)
-
-
-def _timeout() -> float:
-    try:
-        return float(os.environ.get(TIMEOUT_ENV, TIMEOUT_S))
-    except ValueError:
-        return TIMEOUT_S
 
 
 def read(path: str) -> dict | None:
@@ -82,11 +61,11 @@ def stale_reason(holder: dict, me: dict) -> str | None:
         pid = holder.get("pid")
         if pid == me["pid"]:
             return "this process"
-        alive = _pid_start(pid) if isinstance(pid, int) else None
+        alive = liveness.start_time(pid) if isinstance(pid, int) else None
         if alive is None or alive not in ("?", holder.get("pid_start")):
             return f"its process {pid} is gone"
         return None
-    if holder["age"] > _timeout():
+    if holder["age"] > envvars.number(TIMEOUT_ENV, TIMEOUT_S):
         return f"not renewed for {holder['age']:.0f}s"
     return None
 
@@ -177,8 +156,9 @@ def _break(path: str, holder: dict) -> None:
 
 def claimant() -> dict:
     """Who this process is, as its lease records it."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
-            "started": time.time(), "job": jobid.current(), "token": uuid.uuid4().hex}
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "pid_start": liveness.start_time(os.getpid()), "started": time.time(),
+            "job": jobid.current(), "token": uuid.uuid4().hex}
 
 
 def take_lease(output_dir: str, cluster) -> Lease | _NoLease:
