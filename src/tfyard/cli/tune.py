@@ -8,7 +8,7 @@ from tfyard import platform
 from tfyard.errors import UserError
 from tfyard.flags import Parser
 from tfyard.flags.declared import flag_type, nonnegative_int, positive_float, positive_int
-from tfyard.train.options import add_train_arguments, options_from_args
+from tfyard.train.options import add_option_arguments, add_train_arguments, options_from_args
 
 EVALUATIONS = 10   # a trial's evaluations, the pruner's rungs
 SAMPLERS, SCHEDULERS = ("tpe", "random", "grid"), ("none", "median", "asha")
@@ -48,7 +48,8 @@ def register(commands) -> None:
                       "(default: sqlite:///DIR/study.db)")
     tune.add_argument("--study_name", help="the study's name in the storage (default: DIR's "
                       "last component)")
-    tune.add_argument("--seed", type=int, help="seeds the sampler and every trial's --seed")
+    add_option_arguments(tune, ["seed"], grouped=False, helps={
+        "seed": "seeds the sampler and every trial (train's --seed)"})
     tune.add_argument("--timeout", type=flag_type(positive_float), metavar="S",
                       help="start no trial after S seconds (running ones finish)")
     tune.add_argument("--max_failures", type=flag_type(nonnegative_int), default=2,
