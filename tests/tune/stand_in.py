@@ -37,4 +37,5 @@ with open(path, "a") as stream:
         stream.write(json.dumps({"kind": "eval", "step": step, "top1": figure,
                                  "loss": 1 - figure}) + "\n")
         stream.flush()
-print(f"stand-in: done at step {last}")
+print(f"stand-in: done at step {last}, TF_NUM_INTRAOP_THREADS="
+      f"{os.environ.get('TF_NUM_INTRAOP_THREADS')}")

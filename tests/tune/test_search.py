@@ -25,8 +25,12 @@ def _argv(tmp_path, *extra, trials=3, space=SPACE):
             "max", "--trials", trials, "--output_dir", tmp_path / "study", "--seed", 1, *extra]
 
 
-def test_a_study_is_optunas_and_names_its_best_run(tmp_path):
+def test_a_study_is_optunas_and_names_its_best_run(tmp_path, capsys):
     summary = tune(*_argv(tmp_path, "--parallel", 2, trials=4))
+    threads = len(os.sched_getaffinity(0)) // 2   # the cores split between the two trials
+    assert capsys.readouterr().out.startswith(f"tune: 2 trials at a time, {threads} of ")
+    log = (tmp_path / "study" / "logs" / "0000.log").read_text()
+    assert f"TF_NUM_INTRAOP_THREADS={threads}" in log
     study = optuna.load_study(study_name="study",
                               storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
@@ -71,24 +75,40 @@ def test_failed_trials_are_recorded_until_max_failures(tmp_path, monkeypatch):
     assert "diverged" in (tmp_path / "study" / "logs" / "0000.log").read_text()
 
 
+def _killed_while_training(tmp_path, argv, sig) -> int:
+    """Start tune (stand-in trials) in a process group of its own, send `sig` to it once its
+    first trial has reported twice, and return its exit status."""
+    tuner = subprocess.Popen([sys.executable, "-c", TUNE_CODE, *argv], start_new_session=True,
+                             env={**os.environ, "STAND_IN_STEP_S": "0.3"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = tmp_path / "study" / "trials" / "0000" / "metrics.jsonl"
+    deadline = time.monotonic() + 60
+    while not (first.exists() and len(first.read_text().splitlines()) >= 2):
+        assert time.monotonic() < deadline and tuner.poll() is None, tuner.stderr.read()
+        time.sleep(0.1)
+    os.killpg(tuner.pid, sig)
+    _, err = tuner.communicate(timeout=60)
+    time.sleep(1)   # after a SIGKILL, the trial's guard takes the trial's own group down
+    reached = eval_records(first.parent)[-1]["step"]
+    time.sleep(1)
+    assert eval_records(first.parent)[-1]["step"] == reached < 100, err   # nothing runs on
+    return tuner.returncode
+
+
+def test_sigterm_stops_the_trials_and_leaves_them_to_resume(tmp_path):
+    argv = [str(a) for a in _argv(tmp_path, trials=2)]
+    assert _killed_while_training(tmp_path, argv, signal.SIGTERM) == 143
+    study = optuna.load_study(study_name="study",
+                              storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
+    assert [t.state.name for t in study.trials] == ["RUNNING"]
+
+
 def test_a_rerun_after_a_kill_continues_the_study(tmp_path):
     """SIGKILL of tune's process group takes its trial along; the same command again resumes
     that trial in its own directory with its own params and runs the rest."""
     argv = [str(a) for a in _argv(tmp_path, trials=2)]
-    tuner = subprocess.Popen([sys.executable, "-c", TUNE_CODE, *argv], start_new_session=True,
-                             env={**os.environ, "STAND_IN_STEP_S": "0.3"},
-                             stdout=subprocess.DEVNULL)
+    assert _killed_while_training(tmp_path, argv, signal.SIGKILL) == -signal.SIGKILL
     first = tmp_path / "study" / "trials" / "0000" / "metrics.jsonl"
-    deadline = time.monotonic() + 60
-    while not (first.exists() and len(first.read_text().splitlines()) >= 2):
-        assert time.monotonic() < deadline and tuner.poll() is None
-        time.sleep(0.1)
-    os.killpg(tuner.pid, signal.SIGKILL)
-    tuner.wait()
-    time.sleep(1)   # the trial's guard takes the trial's own group down
-    reached = eval_records(first.parent)[-1]["step"]
-    time.sleep(1)
-    assert eval_records(first.parent)[-1]["step"] == reached < 100   # nothing runs on
     storage = f"sqlite:///{tmp_path / 'study' / 'study.db'}"
     left = optuna.load_study(study_name="study", storage=storage).trials[0]
     assert left.state.name == "RUNNING"

@@ -139,7 +139,7 @@ def _start(search: Search, study, optuna, left) -> RunningTrial:
         command += ["--seed", str(search.seed)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if search.threads:
-        env.update(TF_NUM_INTRAOP_THREADS=str(search.threads), TF_NUM_INTEROP_THREADS="1")
+        env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
     log_path = os.path.join(search.output_dir, "logs", f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
     return RunningTrial(trial, run_dir, command, env, log_path, search.metric, reported)
