@@ -25,11 +25,11 @@ def test_only_errors_spells_the_preempted_stop_reason():
         f"use errors.PREEMPTED instead: {found}"
 
 
-def test_only_supervise_sets_the_failed_output_tail_length():
+def test_only_the_launch_output_sets_the_failed_output_tail_length():
     def assigns_tail_lines(node) -> bool:
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, ast.AnnAssign) else []
         return any(isinstance(t, ast.Name) and t.id == "TAIL_LINES" for t in targets)
 
     found = _where(assigns_tail_lines)
-    assert found == {"launch/supervise.py"}, f"import supervise.TAIL_LINES instead: {found}"
+    assert found == {"launch/output.py"}, f"import output.TAIL_LINES instead: {found}"

@@ -9,7 +9,8 @@ sideways, and no module imports itself back through others.
     predict                     reads SavedModels; train's export builds its signatures
     data, models, distribute, platform (and quiet, keras_startup)
     runfiles                    a run's files: their names and the operations on them
-    replace                     the one way to write an output
+    replace, progress           how an output is written and how long work shows, which
+                                `data` uses too
     storage                     where a path lives: local disk or a bucket
     errors, flags, dtypes, compat, the tfyard package itself (__version__): no tfyard imports
 
@@ -44,7 +45,7 @@ LAYERS = [
     {"predict"},
     {"data", "models", "distribute", "platform", "quiet", "keras_startup"},
     {"runfiles"},
-    {"replace"},
+    {"replace", "progress"},
     {"storage"},
     {"errors", "flags", "dtypes", "compat", "__init__"},
 ]
@@ -333,3 +334,49 @@ def test_the_seam_checks_see_the_old_bypasses():
     assert sorted(line.split(" ", 1)[1] for line in file_calls(module, old)) == [
         "open", "os.path.exists", "shutil.copyfile"]
     assert module in _readers_of_run_files()
+
+
+# Calls that put a file in place or write one whole, which only `tfyard.replace` may make for
+# an output: os.replace, os.rename, shutil.move and any `.rename`, `.write_text`, `.write_bytes`.
+PLACING = {"replace", "rename", "move", "write_text", "write_bytes"}
+# (module, the call as written) allowed outside replace.py, with the reason.
+PLACES_ALLOWED: dict[tuple[str, str], str] = {
+    ("tfyard.pack.owned", "path.rename"): "moves the user's own Dockerfile aside to NAME.bak "
+    "(--force): a user file kept, not an output written",
+    ("tfyard.runfiles.files", "os.rename"): "the run directory's `move`, by which the lease "
+    "sets a stale lease aside: a rename of the lease, no output written",
+    ("tfyard.storage.mirror", "os.replace"): "a bucket's object downloaded into the local "
+    "cache, its partial name one that the store's copy skips: an input cached, not an output",
+}
+
+
+def placing_calls(module: str, source: str | None = None) -> list[str]:
+    """The calls of `module` that rename a file into place or write one whole."""
+    found = []
+    source = MODULES[module].read_text() if source is None else source
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        name, owner = node.func.attr, ast.unparse(node.func.value)
+        if name in PLACING and (owner in ("os", "shutil") or name not in ("replace", "move")):
+            found.append(f"{owner}.{name}")
+    return found
+
+
+def test_outputs_are_put_in_place_by_replace_only():
+    wrong = [f"{module}: {call}" for module in MODULES if module != "tfyard.replace"
+             for call in placing_calls(module) if (module, call) not in PLACES_ALLOWED]
+    assert not wrong, "outputs put in place outside tfyard.replace:\n" + "\n".join(wrong)
+    used = {(module, call) for module in MODULES for call in placing_calls(module)}
+    assert set(PLACES_ALLOWED) <= used, "allowed calls no longer made: drop them from the list"
+
+
+def test_the_placing_check_sees_each_way_around_replace():
+    """It must be able to fail: the writes this rule removed are caught; a string's
+    `.replace` is not."""
+    old = ("os.replace(tmp, path)\nos.rename(staging, root)\nshutil.move(a, b)\n"
+           "(out / name).write_text(text)\nPath(p).write_bytes(b)\ntf.io.gfile.rename(a, b)\n"
+           "name.replace('_', '-')\n")
+    assert placing_calls("tfyard.data.convert", old) == [
+        "os.replace", "os.rename", "shutil.move", "out / name.write_text",
+        "Path(p).write_bytes", "tf.io.gfile.rename"]

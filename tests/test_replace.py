@@ -106,6 +106,28 @@ def test_a_file_and_a_directory_are_replaced_whole_and_leave_nothing_else(tmp_pa
     assert replace.staging_name("/a/b").startswith("/a/.b.tmp-")
 
 
+def test_a_writer_that_opens_its_file_by_name_replaces_it_whole(tmp_path):
+    """`replacing_path`, as TensorFlow's TFRecordWriter uses it: the real writer, its file
+    unseen until complete, a failed one leaving nothing, a killed one's leftover cleaned."""
+    import tensorflow as tf
+
+    shard = tmp_path / "train-00000-of-00001"
+    for records in ([b"a"], [b"b", b"c"]):
+        with replace.replacing_path(str(shard)) as staging, \
+                tf.io.TFRecordWriter(staging) as writer:
+            assert os.path.basename(staging).startswith(".train-00000-of-00001.tmp-")
+            for record in records:
+                writer.write(record)
+            assert not shard.exists() or len(list(tf.data.TFRecordDataset(str(shard)))) == 1
+    (tmp_path / ".train-00000-of-00001.tmp-killed").write_bytes(b"half")  # nobody holds it
+    with pytest.raises(ValueError), replace.replacing_path(str(shard)) as staging:
+        with open(staging, "wb") as stream:
+            stream.write(b"half")
+        raise ValueError
+    assert [r.numpy() for r in tf.data.TFRecordDataset(str(shard))] == [b"b", b"c"]
+    assert os.listdir(tmp_path) == [shard.name]
+
+
 def test_a_writer_killed_anywhere_leaves_the_previous_or_the_new_output(tmp_path):
     """Polled while a real writer replaces a large directory again and again and is
     killed at three moments: the output is there, complete, at every poll; a rerun cleans

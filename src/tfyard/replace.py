@@ -12,6 +12,9 @@ work, the new output built under a hidden name beside it, and put in place only 
 - A writer holds an exclusive `flock` on its staging entry while it lives, and a leftover is
   cleaned only when nobody holds it: another writer's staging is never touched, and two
   writers of one output both finish with one complete output.
+- Three doors: `replacing_file` (an open file), `replacing_path` (a name, for a writer that
+  opens its file itself) and `replacing_directory`; nothing else in tfyard renames an output
+  into place (tests/test_layers.py checks).
 - A path with a scheme (hdfs://) goes through `tf.io.gfile`: staged and renamed the same way,
   without the lock or the one-step exchange, which object stores do not have.
 """
@@ -238,6 +241,30 @@ def replacing_file(path: str, mode: str = "w", exclusive: bool = False):
             _remove(staging)
 
 
+@contextlib.contextmanager
+def replacing_path(path: str):
+    """A staging name for a writer that opens its file by name (`tf.io.TFRecordWriter`): the
+    file written there takes `path`'s place, synced, when the block ends without an error; on
+    an error or a kill `path` stays as it was. The name is created empty and locked, and the
+    writer truncates that same file."""
+    if _remote(path):
+        with _remote_staged(path, exclusive=False) as staging:
+            yield staging
+        return
+    path = os.path.abspath(path)
+    recover(path)
+    staging, descriptor = _claim(path, directory=False)
+    try:
+        yield staging
+        os.fsync(descriptor)   # the writer's file: the one this descriptor holds
+        os.replace(staging, path)
+        staging = None
+    finally:
+        os.close(descriptor)
+        if staging is not None:
+            _remove(staging)
+
+
 def _name(descriptor: int, name: str) -> str:
     """Give the unnamed file `descriptor` the name `name` (linkat through /proc with
     AT_SYMLINK_FOLLOW, which os.link uses only when given a directory descriptor)."""
@@ -274,10 +301,18 @@ def replacing_directory(path: str):
 def _remote_file(path: str, mode: str, exclusive: bool):
     import tensorflow as tf
 
+    with _remote_staged(path, exclusive) as staging, tf.io.gfile.GFile(staging, mode) as stream:
+        yield stream
+
+
+@contextlib.contextmanager
+def _remote_staged(path: str, exclusive: bool):
+    """A staging name beside the remote `path`, renamed over it when the block ends."""
+    import tensorflow as tf
+
     staging = staging_name(path)
     try:
-        with tf.io.gfile.GFile(staging, mode) as stream:
-            yield stream
+        yield staging
         if exclusive and tf.io.gfile.exists(path):
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
         tf.io.gfile.rename(staging, path, overwrite=True)

@@ -63,7 +63,13 @@ def test_train_prints_rate_step_time_and_memory(capsys):
         assert label in out
 
 
-def test_train_and_data_on_jpeg_tfrecords(capsys, jpeg_records):
+def test_train_and_data_on_jpeg_tfrecords_write_nothing_where_they_run(
+        capsys, jpeg_records, tmp_path, monkeypatch):
+    here, work = tmp_path / "cwd", tmp_path / "work"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.delenv("TFYARD_WORK_DIR", raising=False)
+    monkeypatch.delenv("TFYARD_OUTPUT_DIR", raising=False)
     trained = run_json(capsys, "bench", "train", *TINY, "--batch_size", "4",
                        "--data", jpeg_records, "--dataset", "imagenet", "--json")
     assert trained["data"] == jpeg_records and trained["images_per_sec"] > 0
@@ -72,6 +78,10 @@ def test_train_and_data_on_jpeg_tfrecords(capsys, jpeg_records):
                     "--window_batches", "2", "--warmup_batches", "1", "--json")
     assert (data["dataset"], data["batch_size"], data["image_size"]) == ("imagenet", 4, 32)
     assert data["windows"] == 3 and data["images_per_sec"] > 0
+    assert os.listdir(here) == []   # no output/work/tfrecord_counts.json
+    run_json(capsys, "bench", "train", *TINY, "--batch_size", "4", "--data", jpeg_records,
+             "--dataset", "imagenet", "--work_dir", str(work), "--json")
+    assert os.listdir(here) == [] and os.listdir(work) == ["tfrecord_counts.json"]
 
 
 def test_train_follows_the_model_family(capsys):
@@ -112,10 +122,11 @@ def test_scaling_beyond_the_cores_is_a_user_error(capsys):
 def test_scaling_members_get_the_same_run_flags():
     parser = build_parser()
     args = parser.parse_args(["bench", "scaling", "--max_gpus", "2", *TINY, "--dtype",
-                              "bfloat16", "--xla", "--per_replica_batch_size", "16"])
+                              "bfloat16", "--xla", "--per_replica_batch_size", "16",
+                              "--work_dir", "/scratch/counts"])
     member = parser.parse_args(["bench", "train", *member_args(args)])
     shared = ("model", "data", "dataset", "image_size", "dtype", "jit_compile", "steps",
-              "warmup_steps", "steps_per_loop", "data_threads")
+              "warmup_steps", "steps_per_loop", "data_threads", "work_dir")
     assert {k: getattr(member, k) for k in shared} == {k: getattr(args, k) for k in shared}
     assert member.per_replica_batch_size == 16 and member.batch_size is None
 

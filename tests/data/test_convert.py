@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -105,14 +106,18 @@ def test_convert_prints_no_tensorflow_lines_and_a_failure_leaves_no_shards(tmp_p
     (src / "bee" / "9.jpg").write_bytes(b"not an image")
     failed = run_tfyard("data", "convert", "imagefolder", src, dst, "--shards", "4",
                         "--workers", "2")
-    assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
-    assert "9.jpg: not a readable image" in failed.stderr
-    assert os.listdir(tmp_path) == ["src"]     # no shard, no .tmp, no staging
+    started, error = failed.stderr.splitlines()   # the start line, then the one-line error
+    assert failed.returncode == 2 and started == "writing 5 shards", failed.stderr
+    assert "9.jpg: not a readable image" in error
+    assert os.listdir(tmp_path) == ["src"]     # no shard, no staging
     (src / "bee" / "9.jpg").unlink()
     done = run_tfyard("data", "convert", "folder", src, dst, "--shards", "4", "--workers", "2")
     assert done.returncode == 0, done.stderr
     assert ABSL_BANNER not in done.stderr and "cuda" not in done.stderr, done.stderr
     assert "train: 6 records, validation: 2 records" in done.stdout   # 10 % held out
+    # Into a pipe: a line at the start and one at the end, none a shard (4 train, 1 validation).
+    started, ended = done.stderr.splitlines()
+    assert started == "writing 5 shards" and re.fullmatch(r"wrote 5 shards in 0:00:\d\d", ended)
 
 
 def shard_names(dst) -> list[str]:

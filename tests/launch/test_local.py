@@ -12,7 +12,7 @@ import pytest
 
 from tfyard.errors import UserError
 from tfyard.launch.local import member_env
-from tfyard.launch.supervise import Member, roster, tf_configs
+from tfyard.launch.roster import Member, roster, tf_configs
 
 from .helpers import alive, launch, program, recorded_pids
 

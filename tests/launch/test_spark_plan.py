@@ -6,8 +6,9 @@ import pytest
 
 from tfyard.errors import UserError
 from tfyard.launch.context import Context
+from tfyard.launch.roster import Member
 from tfyard.launch.spark import _failure_record, _member_error, spark_roster
-from tfyard.launch.supervise import Failure, Member
+from tfyard.launch.supervise import Failure
 
 
 def test_tasks_are_ps_then_chief_then_workers_then_evaluator():

@@ -9,7 +9,9 @@ import signal
 import time
 
 from tfyard.errors import LOST_PEER_EXIT_CODE
-from tfyard.launch.supervise import LockedWriter, Policy, roster, supervise
+from tfyard.launch.output import LockedWriter
+from tfyard.launch.roster import roster
+from tfyard.launch.supervise import Policy, supervise
 
 
 class Scripted:

@@ -237,3 +237,31 @@ def test_readme_commands_are_the_ones_pack_writes(code_dir):
     written = [shlex.split(line.partition(":")[2]) for line in header
                if line.startswith("# ") and "kubectl" in line]
     assert kubectl == written
+
+
+def test_a_queued_job_waits_suspended_for_kueue(code_dir, capsys):
+    header, manifest = _pack(code_dir, "2,1", "--queue", "team-a.gpu", "--priority_class",
+                             "high", "--namespace", "ml")
+    service, job = manifest["items"]
+    assert job["spec"]["suspend"] is True
+    kueue = {key: value for key, value in job["metadata"]["labels"].items()
+             if key.startswith("kueue.x-k8s.io/")}
+    assert kueue == {"kueue.x-k8s.io/queue-name": "team-a.gpu",
+                     "kueue.x-k8s.io/priority-class": "high"}
+    for labels in (service["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+        assert not any(key.startswith("kueue.x-k8s.io/") for key in labels)  # the Job's only
+    (start,) = [line for line in header if line.startswith("Start:")]
+    command, _, comment = start.partition(":")[2].partition("#")
+    assert shlex.split(command) == ["kubectl", "apply", "-f", "tfyard-k8s.yaml"]
+    assert "waits in team-a.gpu until Kueue admits it" in comment
+    assert any(line.startswith("Queue: Kueue's LocalQueue team-a.gpu, priority high")
+               for line in header)
+    plain_header, plain = _pack(code_dir, "2,1")   # without --queue: runs at once, as before
+    assert "suspend" not in plain["items"][1]["spec"]
+    assert not any("Kueue" in line for line in plain_header)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["pack", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "--queue NAME" in said and "kueue.x-k8s.io/queue-name=NAME" in said
+    assert "created suspended" in said and "--priority_class NAME" in said

@@ -26,6 +26,8 @@ VARIANTS = {
                    "output_volume": "host:/mnt/nfs/runs"},
     "bucket": {"k8s": "2,1", "data_volume": "pvc:imagenet", "output_dir": "s3://runs/rn50",
                "credentials_secret": "s3-creds"},
+    "kueue": {"k8s": "2,1", "namespace": "ml", "queue": "team-a.gpu",
+              "priority_class": "high-priority"},
 }
 
 
@@ -60,3 +62,14 @@ def test_the_check_catches_what_older_clusters_refuse(code_dir):
     job["spec"]["template"]["spec"]["mounts"] = []  # strict: an unknown field fails too
     with pytest.raises(kubernetes_validate.ValidationError, match="mounts"):
         kubernetes_validate.validate(job, "1.35", strict=True)
+
+
+def test_a_queued_job_is_suspended_and_labelled_on_every_version(code_dir):
+    """The one field a queued Job adds to the spec, `suspend`, is in every supported schema,
+    and the check would see it misspelled."""
+    job = _items(code_dir, k8s="2", queue="team-a")[1]
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    job["spec"]["suspended"] = job["spec"].pop("suspend")
+    with pytest.raises(kubernetes_validate.ValidationError, match="suspended"):
+        kubernetes_validate.validate(job, "1.29", strict=True)

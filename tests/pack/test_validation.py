@@ -39,6 +39,15 @@ CASES = {
     "volume_no_claim": (["--k8s", "2", "--output_volume", "pvc:"], "'' is not a claim name"),
     "volume_relative": (["--k8s", "2", "--output_volume", "host:runs"], "not an absolute path"),
     "volume_dotdot": (["--k8s", "2", "--data_volume", "host:/mnt/../etc"], "without '..'"),
+    "queue_without_k8s": (["--queue", "team-a"], "--queue is for the Kubernetes manifest"),
+    "queue_uppercase": (["--k8s", "2", "--queue", "Team_A"],
+                        "--queue 'Team_A' is not a LocalQueue's name as Kueue takes it"),
+    "queue_dot_end": (["--k8s", "2", "--queue", "team."], "--queue 'team.'"),
+    "queue_too_long": (["--k8s", "2", "--queue", "q" * 64], "at most 63"),
+    "priority_without_queue": (["--k8s", "2", "--priority_class", "high"],
+                               "add --queue NAME"),
+    "priority_bad": (["--k8s", "2", "--queue", "team-a", "--priority_class", "-high"],
+                     "--priority_class '-high' is not a WorkloadPriorityClass's name"),
 }
 
 

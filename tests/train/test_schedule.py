@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfyard.train.optim import WarmupSchedule, make_schedule
-from tfyard.train.options import Resolved
+from tfyard.train.task.recipes import Resolved
 
 
 def _at(schedule, *steps):

@@ -11,6 +11,7 @@ import math
 import os
 import resource
 import statistics
+import tempfile
 
 from tfyard import platform
 from tfyard.distribute import strategy as strategies
@@ -44,10 +45,12 @@ def steady_windows(rates: list[float], warmup_windows: int) -> list[float]:
     return steady
 
 
-def prepare_member(options: TrainOptions):
+def prepare_member(options: TrainOptions, scratch: str | None = None):
     """The same set-up `tfyard train` builds (strategy, model, optimizer, Trainer), no files;
-    returns (prepared, platform, cluster, plan)."""
-    plat = platform.resolve(options.data_dir, num_gpus=options.num_gpus, create=False)
+    returns (prepared, platform, cluster, plan). The record counts of the data are cached in
+    `options.work_dir` when the user gives one, else under `scratch` (a temporary directory)."""
+    plat = platform.resolve(options.data_dir, output_dir=scratch, work_dir=options.work_dir,
+                            num_gpus=options.num_gpus, create=False)
     cluster = load_cluster_config()
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour != "train":
@@ -63,11 +66,19 @@ def prepare_member(options: TrainOptions):
 
 
 def measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None = None) -> dict:
-    """Train `options.train_steps` timed steps after `warmup_steps`; return the figures."""
+    """Train `options.train_steps` timed steps after `warmup_steps`; return the figures. The
+    caches live in a temporary directory unless a work dir is given: nothing in the cwd."""
+    with tempfile.TemporaryDirectory(prefix="tfyard-bench-") as scratch:
+        return _measure(options, warmup_steps, profile_dir, scratch)
+
+
+def _measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None,
+             scratch: str) -> dict:
     import tensorflow as tf
 
     total = warmup_steps + options.train_steps
-    prepared, plat, cluster, plan = prepare_member(options.with_updates(train_steps=total))
+    prepared, plat, cluster, plan = prepare_member(options.with_updates(train_steps=total),
+                                                   scratch)
     trainer, numbers = prepared.trainer, prepared.numbers
     rates = []
     if profile_dir:

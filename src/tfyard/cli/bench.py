@@ -6,7 +6,8 @@ import json
 
 from tfyard import platform
 from tfyard.errors import UserError
-from tfyard.train.options import add_option_arguments, flag_type, positive_int
+from tfyard.flags.declared import flag_type, positive_int
+from tfyard.train.options import add_option_arguments
 
 _STEPS_PER_LOOP = 10
 # The TrainOptions fields a benchmark run takes, declared (spellings, checks) there once.
@@ -25,6 +26,10 @@ def _add_run_arguments(parser, model: str) -> None:
     parser.add_argument("--data", default="synthetic",
                         help="`synthetic` (random batches shaped like --dataset, made on the "
                         "device) or a directory of --dataset files")
+    platform.add_platform_flag(
+        parser, "work_dir", help="where the record counts of --data are cached (env "
+        "TFYARD_WORK_DIR; default: a temporary directory, removed at the end: a benchmark "
+        "writes nothing where it runs)")
     parser.add_argument("--steps", type=_INT, default=50, help="timed steps")
     parser.add_argument("--warmup_steps", type=int, default=2 * _STEPS_PER_LOOP,
                         help="steps run first and not timed (tracing, autotuning)")
@@ -171,6 +176,7 @@ def member_args(args) -> list[str]:
     options = _options(args, per_replica_batch_size=args.per_replica_batch_size)
     return ["--data", args.data, "--dataset", args.dataset, "--model", args.model,
             "--steps", str(args.steps), "--warmup_steps", str(args.warmup_steps),
+            *(["--work_dir", args.work_dir] if args.work_dir else []),
             "--steps_per_loop", str(options.steps_per_loop),
             *options.to_argv(("image_size", "dtype", "jit_compile", "data_threads",
                               "per_replica_batch_size"))]

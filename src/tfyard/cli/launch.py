@@ -108,7 +108,8 @@ def _report(outcome, write) -> int:
 
 def launch_local(args) -> int:
     from tfyard.launch.local import check_cores, run_local
-    from tfyard.launch.supervise import locked_writer, roster
+    from tfyard.launch.output import locked_writer
+    from tfyard.launch.roster import roster
 
     write = locked_writer(sys.stdout)
     crowded = check_cores(len(roster(args.workers, args.chief, args.ps, args.evaluator)))
@@ -120,8 +121,8 @@ def launch_local(args) -> int:
 
 
 def launch_ray(args) -> int:
+    from tfyard.launch.output import locked_writer
     from tfyard.launch.ray import Placement, run_ray
-    from tfyard.launch.supervise import locked_writer
 
     placement = Placement(args.cpus_per_member, args.gpus_per_member, args.strategy)
     write = locked_writer(sys.stdout)

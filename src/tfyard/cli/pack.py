@@ -63,6 +63,13 @@ def register(commands) -> None:
          "the bucket's credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
          "AWS_ENDPOINT_URL_S3, ...; for gs://, GKE's Workload Identity needs none); never "
          "written into the manifest")
+    flag("queue", metavar="NAME",
+         help="with --k8s: the Kueue LocalQueue the Job waits in; the Job is labelled "
+         "kueue.x-k8s.io/queue-name=NAME and created suspended, and its pods start when Kueue "
+         "admits it (a DNS-1123 name of at most 63 characters)")
+    flag("priority_class", metavar="NAME",
+         help="with --queue: the Kueue WorkloadPriorityClass that orders the Job among "
+         "queued ones (label kueue.x-k8s.io/priority-class)")
     flag("test_data_path", metavar="P", help="host data directory for the local test command")
     flag("test_output_path", metavar="P", help="host output directory for the local test")
     flag("build", action="store_true", help="run `docker build`")
@@ -83,7 +90,8 @@ def run_pack(args) -> int:
         registry_user=args.registry_user, name=args.name, namespace=args.namespace,
         cpus=args.cpus, memory=args.memory, data_volume=args.data_volume,
         output_volume=args.output_volume, output_dir=args.output_dir,
-        credentials_secret=args.credentials_secret,
+        credentials_secret=args.credentials_secret, queue=args.queue,
+        priority_class=args.priority_class,
     )
     check_writable(str(spec.out), "--out", "into")
     written, backups = write_context(spec, force=args.force)

@@ -3,8 +3,8 @@
 Output is `DST/{train,validation}-%05d-of-%05d` plus `labels.txt` (`1:name`, labels 1..N
 as in ImageNet), read back with `--dataset imagenet`. An image folder is split as training
 splits it (its validation folder, else the same 10 % of each class held out), so the output
-trains as the folder does. Shards are written by a pool of processes, each to `<shard>.tmp`
-then renamed, and a failed run removes the shards it wrote (a partial set would read as a
+trains as the folder does. Shards are written by a pool of processes, each put in place whole
+(`tfyard.replace`), and a failed run removes the shards it wrote (a partial set would read as a
 smaller dataset); the output depends only on the input and the seed. Output names never come
 from input names, so nothing is written outside DST.
 
@@ -20,13 +20,14 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from tfyard.errors import UserError
+from tfyard.progress import Progress
+from tfyard.replace import replacing_file, replacing_path
 
 
 @dataclass(frozen=True)
@@ -100,38 +101,18 @@ def example(item: Item) -> bytes:
 
 
 def write_shard(path: str, items: list[Item]) -> int:
-    """Write `items` to `path` via `path.tmp` and an atomic rename."""
+    """Write `items` to the shard `path`, put in place whole (`tfyard.replace`)."""
     import tensorflow as tf
 
-    with tf.io.TFRecordWriter(path + ".tmp") as writer:
+    with replacing_path(path) as staging, tf.io.TFRecordWriter(staging) as writer:
         for item in items:
             writer.write(example(item))
-    os.replace(path + ".tmp", path)
     return len(items)
 
 
 def write_text(path: str, text: str) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as stream:
+    with replacing_file(path) as stream:
         stream.write(text)
-    os.replace(path + ".tmp", path)
-
-
-class Progress:
-    """A bar on a terminal, one plain line per step otherwise."""
-
-    def __init__(self, total: int, stream=None):
-        self.total, self.done, self.stream = total, 0, stream or sys.stderr
-
-    def step(self, what: str) -> None:
-        self.done += 1
-        if self.stream.isatty():
-            filled = 30 * self.done // self.total
-            end = "\n" if self.done == self.total else ""
-            self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] "
-                              f"{self.done}/{self.total} {what}{end}")
-        else:
-            self.stream.write(f"{self.done}/{self.total} {what}\n")
-        self.stream.flush()
 
 
 def _quiet_tensorflow() -> None:
@@ -141,9 +122,8 @@ def _quiet_tensorflow() -> None:
 def _remove_written(paths: list[str]) -> None:
     """A failed conversion takes back its shards, finished or not."""
     for path in paths:
-        for name in (path, path + ".tmp"):
-            if os.path.exists(name):
-                os.remove(name)
+        if os.path.exists(path):
+            os.remove(path)
 
 
 SET_FILES = ("train-?????-of-?????", "validation-?????-of-?????", "labels.txt")
@@ -201,25 +181,25 @@ def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str
 
 
 def _write_shards(tasks: list[tuple[str, list[Item]]], workers: int | None) -> None:
-    progress = Progress(len(tasks))
     workers = min(workers or os.cpu_count() or 1, len(tasks))
-    if workers == 1:
-        for path, items in tasks:
-            write_shard(path, items)
-            progress.step(os.path.basename(path))
-        return
-    import multiprocessing
+    with Progress(len(tasks), "shards", "writing", "wrote") as progress:
+        if workers == 1:
+            for path, items in tasks:
+                write_shard(path, items)
+                progress.advance()
+            return
+        import multiprocessing
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_quiet_tensorflow) as pool:
-        futures = [pool.submit(write_shard, path, items) for path, items in tasks]
-        try:
-            for (path, _), future in zip(tasks, futures, strict=True):
-                future.result()
-                progress.step(os.path.basename(path))
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # running writers finish first
-            raise
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_quiet_tensorflow) as pool:
+            futures = [pool.submit(write_shard, path, items) for path, items in tasks]
+            try:
+                for future in futures:
+                    future.result()
+                    progress.advance()
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # running writers finish first
+                raise
 
 
 def convert_imagefolder(src: str, dst: str, shards: int = 8,

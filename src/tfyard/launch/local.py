@@ -23,15 +23,10 @@ from tfyard.distribute import heartbeat
 from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
+from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import LOOPBACK, reserved_ports
-from tfyard.launch.supervise import (
-    TAIL_LINES,
-    Outcome,
-    Policy,
-    locked_writer,
-    roster,
-    supervise,
-)
+from tfyard.launch.roster import roster
+from tfyard.launch.supervise import Outcome, Policy, supervise
 
 _GUARD = """import os, signal, sys
 sys.stdin.read()

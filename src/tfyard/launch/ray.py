@@ -28,17 +28,10 @@ from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
 from tfyard.launch.context import PAYLOAD_MODULE, Context, passed_env, write_payload
 from tfyard.launch.local import ProcessMember, check_command, member_env
+from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import reserve_port
-from tfyard.launch.supervise import (
-    TAIL_LINES,
-    Member,
-    MemberFailed,
-    Outcome,
-    Policy,
-    locked_writer,
-    roster,
-    supervise,
-)
+from tfyard.launch.roster import Member, roster
+from tfyard.launch.supervise import MemberFailed, Outcome, Policy, supervise
 from tfyard.quiet import drop_python_noise
 
 INSTALL_HINT = "Ray support needs ray: pip install 'tfyard[ray]'"

@@ -27,16 +27,10 @@ from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
 from tfyard.launch.context import PAYLOAD_MODULE, Context, passed_env, write_payload
 from tfyard.launch.local import ProcessMember, check_command, member_env, stop_group
+from tfyard.launch.output import locked_writer
 from tfyard.launch.ports import reserved_ports
-from tfyard.launch.supervise import (
-    Failure,
-    Member,
-    MemberFailed,
-    describe_exit,
-    locked_writer,
-    roster,
-    tf_configs,
-)
+from tfyard.launch.roster import Member, roster, tf_configs
+from tfyard.launch.supervise import Failure, MemberFailed, describe_exit
 
 GRACE_S = 10.0
 _FAILURE = "tfyard-member-failure "  # heads the JSON record of a failed member

@@ -1,6 +1,7 @@
 """Supervise a cluster's members wherever they run: failures, restarts, frozen members,
 preemption and signals. `launch local` runs members as processes here, `launch ray` as
-child processes of Ray actors; both hand this module one handle per member.
+child processes of Ray actors; both hand this module one handle per member. Who the members
+are is `launch.roster`; their lines go through `launch.output`.
 
 - A member exiting non-zero stops the others and is named with its exit code and last lines;
   with --max_restarts the whole job starts again (the program resumes from its checkpoint).
@@ -27,52 +28,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
+from tfyard.distribute.cluster import ClusterConfig
 from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED_EXIT_CODE, UserError
+from tfyard.launch.roster import Member, tf_configs
 
-TAIL_LINES = 10  # of a failed member's output, repeated in the final error
 SUSPEND_GAP_S = 5.0  # a longer pause of the watch loop: we were not running, judge later
 STALE_S = 5.0  # a beat this late (they come every second) marks the peer that froze first
 
 
 class MemberFailed(Exception):
     """A member exited non-zero and the job gave up; the message is that member's error."""
-
-
-@dataclass(frozen=True)
-class Member:
-    """One cluster member: its job name and index in that job."""
-
-    job: str
-    index: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.job}:{self.index}"
-
-
-def roster(workers: int, chief: bool = False, ps: int = 0,
-           evaluator: bool = False) -> list[Member]:
-    """Members in TensorFlowOnSpark's order: ps first, then chief, workers, evaluator."""
-    if workers < 0 or ps < 0:
-        raise UserError("--workers and --ps must be 0 or more")
-    if ps and not chief:
-        raise UserError("a parameter-server job needs a chief to coordinate; add --chief")
-    if workers + chief < 1:
-        raise UserError("the cluster has nobody to train; use --workers 1 or more (or --chief)")
-    return ([Member("ps", i) for i in range(ps)] + [Member("chief", 0)] * chief
-            + [Member("worker", i) for i in range(workers)]
-            + [Member("evaluator", 0)] * evaluator)
-
-
-def tf_configs(members: Sequence[Member], addresses: Sequence[str]) -> list[ClusterConfig]:
-    """One validated ClusterConfig per member, given each member's host:port."""
-    jobs: dict[str, list[str]] = {}
-    for member, address in zip(members, addresses, strict=True):
-        jobs.setdefault(member.job, []).append(address)
-    ordered = {job: jobs[job] for job in ("chief", "worker", "ps", "evaluator") if job in jobs}
-    return [parse_tf_config({"cluster": ordered, "task": {"type": m.job, "index": m.index}})
-            for m in members]
 
 
 def describe_exit(code: int) -> str:
@@ -366,48 +331,6 @@ def _replacer(attempt: Attempt, policy: Policy, counts: dict,
         return True
 
     return replace
-
-
-class LockedWriter:
-    """Whole lines from every member and the launcher to one stream, one writer at a time.
-
-    A member's `tfyard: error: ...` line that another member already printed is left out:
-    a bad flag fails every member alike, and once is enough. `recent` holds the last lines
-    written, so the final report repeats only a failed member's lines that scrolled away.
-    """
-
-    def __init__(self, stream):
-        self.stream, self.lock = stream, threading.Lock()
-        self.errors: set[str] = set()
-        self.recent: collections.deque = collections.deque(maxlen=TAIL_LINES)
-
-    def __call__(self, text: str) -> None:
-        said = _member_error(text)
-        if said is not None:
-            with self.lock:
-                if said in self.errors:
-                    return
-                self.errors.add(said)
-        with self.lock:
-            self.stream.write(text)
-            self.stream.flush()
-            self.recent.extend(text.splitlines())
-
-    def unseen(self, lines: Sequence[str]) -> list[str]:
-        """`lines` less those among the last ones written and the error lines said before
-        (a member's, left out above when another member had said it first)."""
-        return [line for line in lines
-                if line not in self.recent and _member_error(line) not in self.errors]
-
-
-def _member_error(text: str) -> str | None:
-    """The `tfyard: error: ...` of a member's prefixed line (`[worker:1] tfyard: error: ...`)."""
-    prefix, _, said = text.rstrip("\n").partition("] ")
-    return said if prefix.startswith("[") and said.startswith("tfyard: error:") else None
-
-
-def locked_writer(stream) -> LockedWriter:
-    return LockedWriter(stream)
 
 
 def _install_stop_handlers() -> dict:

@@ -11,6 +11,7 @@ from tfyard.pack.k8s import MANIFEST_FILE, render_manifest
 from tfyard.pack.owned import HEADER, claim
 from tfyard.pack.spec import PackSpec
 from tfyard.pack.wheel import build_wheel
+from tfyard.replace import replacing_directory, replacing_file
 
 REQUIREMENTS_FILE = "tfyard-requirements.txt"
 # Where the code goes when --out is not one of its ancestors (owned by tfyard, replaced).
@@ -44,7 +45,8 @@ def write_context(spec: PackSpec, force: bool = False) -> tuple[list[Path], list
     if spec.k8s:
         texts[MANIFEST_FILE] = render_manifest(spec)
     for name, text in texts.items():
-        (spec.out / name).write_text(text, encoding="utf-8")
+        with replacing_file(str(spec.out / name)) as stream:
+            stream.write(text)
         written.append(spec.out / name)
     return written, backups
 
@@ -53,8 +55,7 @@ def _place_code(spec: PackSpec) -> str:
     """The code's path inside the context, copying it in when it lives elsewhere."""
     if spec.code_path.is_relative_to(spec.out):
         return spec.code_path.relative_to(spec.out).as_posix()
-    copy = spec.out / CODE_COPY
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(spec.code_path, copy,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
+    with replacing_directory(str(spec.out / CODE_COPY)) as copy:
+        shutil.copytree(spec.code_path, copy,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
     return CODE_COPY

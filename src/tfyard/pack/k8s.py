@@ -23,6 +23,9 @@ PORT = 2222
 TERMINATION_GRACE_S = 60
 MANIFEST_FILE = "tfyard-k8s.yaml"
 CONTAINER = "train"
+# Kueue (kueue.sigs.k8s.io) admits a Job that carries its queue's label and is created suspended.
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 # Runs as `python -c BOOTSTRAP CMD...` in every pod; task i is the i-th address in cluster order.
 BOOTSTRAP = """\
@@ -62,6 +65,14 @@ def _retry_preemptions() -> dict:
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
                                                   "status": "True"}]},
     ]}
+
+
+def _kueue_labels(k8s: K8sSpec) -> dict[str, str]:
+    """The Job's labels that put it in a Kueue queue (and give its priority there)."""
+    labels = {QUEUE_LABEL: k8s.queue} if k8s.queue else {}
+    if k8s.priority_class:
+        labels[PRIORITY_LABEL] = k8s.priority_class
+    return labels
 
 
 def _mounts(k8s: K8sSpec) -> list[tuple[str, str, str, bool, Volume | None]]:
@@ -123,10 +134,16 @@ def _header(spec: PackSpec) -> str:
         lines.append(f"Credentials: every key of Secret {k8s.credentials_secret} is an "
                      "environment variable of each pod (AWS_ACCESS_KEY_ID, "
                      "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL_S3, ...).")
+    waits = ""
+    if k8s.queue:
+        priority = f", priority {k8s.priority_class}" if k8s.priority_class else ""
+        lines.append(f"Queue: Kueue's LocalQueue {k8s.queue}{priority}; the Job is created "
+                     "suspended and its pods start when Kueue admits it.")
+        waits = f"  # queued: the Job waits in {k8s.queue} until Kueue admits it"
     ns = f" -n {k8s.namespace}" if k8s.namespace else ""
     pods = ",".join(f"{key}={value}" for key, value in selector(k8s).items())
     lines += [
-        f"Start:          kubectl apply -f {MANIFEST_FILE}",
+        f"Start:          kubectl apply -f {MANIFEST_FILE}{waits}",
         f"Watch the job:  kubectl get job {k8s.name}{ns} -w",
         f"Watch the pods: kubectl get pods{ns} -l {pods} -w",
         f"Follow logs:    kubectl logs{ns} -l {pods} -f --prefix --tail=-1 "
@@ -169,7 +186,8 @@ def render_manifest(spec: PackSpec) -> str:
     if volumes:
         pod["volumes"] = volumes
     job = {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {**metadata, "labels": {**labels, **_kueue_labels(k8s)}},
         "spec": {
             "completionMode": "Indexed", "completions": k8s.pods, "parallelism": k8s.pods,
             "backoffLimit": 0,
@@ -177,5 +195,7 @@ def render_manifest(spec: PackSpec) -> str:
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }
+    if k8s.queue:
+        job["spec"]["suspend"] = True   # Kueue unsuspends it once admitted
     manifest = {"apiVersion": "v1", "kind": "List", "items": [service, job]}
     return _header(spec) + json.dumps(manifest, indent=2) + "\n"

@@ -46,6 +46,8 @@ class K8sSpec:
     output_url: str | None = None   # the run in a bucket instead of an output volume
     credentials_secret: str | None = None   # a Secret whose keys become the pods' environment
     tracking: tuple[tuple[str, str], ...] = ()   # MLflow's settings given to every pod
+    queue: str | None = None   # Kueue's LocalQueue: the Job waits, suspended, for admission
+    priority_class: str | None = None   # Kueue's WorkloadPriorityClass for the queued Job
 
     @property
     def roles(self) -> dict[str, int]:
@@ -66,11 +68,13 @@ def make_k8s_spec(k8s: str | None, image: str, name: str | None = None,
                   namespace: str | None = None, cpus: str | None = None,
                   memory: str | None = None, data_volume: str | None = None,
                   output_volume: str | None = None, output_dir: str | None = None,
-                  credentials_secret: str | None = None) -> K8sSpec | None:
+                  credentials_secret: str | None = None, queue: str | None = None,
+                  priority_class: str | None = None) -> K8sSpec | None:
     """The checked request, or None without --k8s (then no Kubernetes flag may be given)."""
     given = {"--name": name, "--namespace": namespace, "--cpus": cpus, "--memory": memory,
              "--data_volume": data_volume, "--output_volume": output_volume,
-             "--output_dir": output_dir, "--credentials_secret": credentials_secret}
+             "--output_dir": output_dir, "--credentials_secret": credentials_secret,
+             "--queue": queue, "--priority_class": priority_class}
     if not k8s:
         extra = [flag for flag, value in given.items() if value is not None]
         if extra:
@@ -93,7 +97,26 @@ def make_k8s_spec(k8s: str | None, image: str, name: str | None = None,
         output_url=_bucket(output_dir, output_volume),
         credentials_secret=_secret(credentials_secret),
         tracking=_tracking(),
+        queue=_kueue_name("--queue", queue, "a LocalQueue"),
+        priority_class=_priority_class(priority_class, queue),
     )
+
+
+def _kueue_name(flag: str, name: str | None, what: str) -> str | None:
+    """A name Kueue reads from a label: an object's name (DNS-1123 subdomain) that is also
+    a label value (63 characters at most), as Kueue's webhook checks it."""
+    if name is not None and not (_CLAIM.fullmatch(name) and len(name) <= _MAX_LABEL):
+        raise UserError(f"{flag} {name!r} is not {what}'s name as Kueue takes it: use at most "
+                        "63 lowercase letters, digits, '-' and '.', starting and ending with a "
+                        "letter or digit")
+    return name
+
+
+def _priority_class(name: str | None, queue: str | None) -> str | None:
+    if name is not None and queue is None:
+        raise UserError(f"--priority_class {name} is Kueue's and orders queued Jobs; add "
+                        "--queue NAME (the LocalQueue the Job waits in)")
+    return _kueue_name("--priority_class", name, "a WorkloadPriorityClass")
 
 
 def _tracking() -> tuple[tuple[str, str], ...]:

@@ -74,6 +74,8 @@ def make_spec(
     output_volume: str | None = None,
     output_dir: str | None = None,
     credentials_secret: str | None = None,
+    queue: str | None = None,
+    priority_class: str | None = None,
 ) -> PackSpec:
     """Check every input and return the spec; raise UserError naming the flag and the fix."""
     code = Path(code_path).expanduser().resolve()
@@ -94,7 +96,8 @@ def make_spec(
         requirements=_existing_file(requirements, "--requirements") if requirements else None,
         k8s=make_k8s_spec(k8s, reference, name=name, namespace=namespace, cpus=cpus,
                           memory=memory, data_volume=data_volume, output_volume=output_volume,
-                          output_dir=output_dir, credentials_secret=credentials_secret),
+                          output_dir=output_dir, credentials_secret=credentials_secret,
+                          queue=queue, priority_class=priority_class),
         test_data_path=_test_data(test_data_path) if test_data_path else None,
         test_output_path=str(Path(test_output_path).expanduser().resolve())
         if test_output_path else None,

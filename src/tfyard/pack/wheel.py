@@ -15,6 +15,7 @@ from pathlib import Path
 
 import tfyard
 from tfyard.errors import UserError
+from tfyard.replace import replacing_file
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -44,7 +45,8 @@ def build_wheel(dest: Path) -> Path:
     record = [f"{name},sha256={_digest(data)},{len(data)}" for name, data in files.items()]
     files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
     path = dest / wheel_name()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+    with replacing_file(str(path), "wb") as stream, \
+            zipfile.ZipFile(stream, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
             entry = zipfile.ZipInfo(name, _EPOCH)
             entry.external_attr = 0o644 << 16

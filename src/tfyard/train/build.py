@@ -22,8 +22,9 @@ from tfyard.train.fused import fuse_batch_norm
 from tfyard.train.host_memory import keep_freed_memory
 from tfyard.train.loop import StepConfig, Trainer, evaluate_model
 from tfyard.train.optim import make_optimizer
-from tfyard.train.options import Resolved, TrainOptions, resolve_numbers
+from tfyard.train.options import TrainOptions
 from tfyard.train.rundir.checkpoint import machine_settings
+from tfyard.train.task.recipes import RECIPES, Resolved
 from tfyard.train.task.task import Task
 from tfyard.train.weights.pretrained import start_from_weights
 
@@ -148,6 +149,66 @@ def _numbers(options: TrainOptions, task: Task, replicas: int, pipelines: int) -
     batch, steps = data.steps(replicas, pipelines)
     return resolve_numbers(options, task.family, replicas, None, input_batch=batch,
                            input_steps=steps)
+
+
+def resolve_numbers(options: TrainOptions, family: str, replicas: int,
+                    train_examples: int | None, *, input_batch: int | None = None,
+                    input_steps: int | None = None) -> Resolved:
+    """Apply the recipe, check the batch against the replicas, and count steps.
+
+    A user's input function decides its own batch (`input_batch`, the global batch of its
+    per-replica batches, None when their size varies) and its epoch (`input_steps`, None
+    when it is endless: then the steps must be given; more steps than one epoch repeat the
+    input, epoch after epoch, as registry datasets do)."""
+    recipe = RECIPES[family]
+    if train_examples is None:   # a user's input function
+        global_batch = input_batch or options.batch_size or (
+            options.per_replica_batch_size or 0) * replicas or None
+        asked = options.batch_size or (options.per_replica_batch_size or 0) * replicas
+        if input_batch and asked and asked != input_batch:
+            raise UserError(f"the input's batches make a global batch of {input_batch} over "
+                            f"{replicas} replica(s), not the {asked} asked; drop batch_size or "
+                            "batch the input to match")
+        if input_steps is None and options.train_steps is None:
+            raise UserError("the input is endless (or its length is unknown), so it has no "
+                            "epochs: give train_steps (--train_steps)")
+        steps_per_epoch = input_steps or options.train_steps
+        epochs = options.epochs or 1   # Keras fit's default
+    else:
+        if options.per_replica_batch_size is not None:
+            if options.batch_size is not None:
+                raise UserError("give --batch_size or --per_replica_batch_size, not both")
+            global_batch = options.per_replica_batch_size * replicas
+        else:
+            global_batch = options.batch_size or recipe.batch_size
+        if global_batch % replicas:
+            raise UserError(
+                f"--batch_size {global_batch} does not divide over {replicas} replicas; use a "
+                f"multiple of {replicas} or --per_replica_batch_size"
+            )
+        steps_per_epoch = max(1, train_examples // global_batch)
+        epochs = options.epochs or recipe.epochs
+    if options.train_steps is not None:
+        total = options.train_steps
+    else:
+        total = max(1, round(epochs * steps_per_epoch))
+    lr = options.learning_rate or recipe.base_lr * (global_batch or recipe.base_batch) \
+        / recipe.base_batch
+    return Resolved(
+        global_batch=global_batch,
+        per_replica_batch=global_batch // replicas if global_batch else None,
+        learning_rate=lr,
+        optimizer=options.optimizer or recipe.optimizer,
+        lr_schedule=options.lr_schedule or recipe.lr_schedule,
+        decay_epochs=options.decay_epochs if options.decay_epochs is not None
+        else recipe.decay_epochs,
+        warmup_epochs=options.warmup_epochs if options.warmup_epochs is not None
+        else recipe.warmup_epochs,
+        weight_decay=options.weight_decay if options.weight_decay is not None
+        else recipe.weight_decay,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total,
+    )
 
 
 def _loss_scaled(optimizer, dtype: str):

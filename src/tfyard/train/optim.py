@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tfyard.train.options import Resolved
+from tfyard.train.task.recipes import Resolved
 
 
 @keras.saving.register_keras_serializable("tfyard")

@@ -1,82 +1,36 @@
 """Training options, each declared once: `TrainOptions` fields carry their flag metadata
 (spellings, help, choices, checks) and generate the argparse flags for `tfyard train`,
-`tfyard bench` and the seed scripts; `run.json` is `to_dict()`, read back by `from_dict`.
+`tfyard bench` and the seed scripts (`tfyard.flags.declared`); `run.json` is `to_dict()`,
+read back by `from_dict`.
 
-A recipe holds the defaults a model family was published with; any flag the user sets
-wins. No TensorFlow import here, so `tfyard train --help` is fast.
+None takes the value from the model family's published recipe (`train.task.recipes`); any
+flag the user sets wins. No TensorFlow import here, so `tfyard train --help` is fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields, replace
 
 from tfyard import platform
 from tfyard.distribute.strategy import STRATEGIES
 from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
 from tfyard.flags import Parser
+from tfyard.flags.declared import (
+    add_field_arguments,
+    command_line,
+    fraction,
+    nonnegative_float,
+    nonnegative_int,
+    opt,
+    positive_float,
+    positive_int,
+)
 from tfyard.train.task import usercode
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Published defaults for a model family: lr = base_lr x global_batch / base_batch."""
-
-    batch_size: int
-    base_lr: float
-    base_batch: int
-    epochs: float
-    optimizer: str
-    lr_schedule: str
-    decay_epochs: tuple[float, ...]
-    warmup_epochs: float
-    weight_decay: float
-
-
-RECIPES = {
-    # Goyal et al. 2017 / TF official ResNet-50 v1.5: SGD 0.9, lr 0.1 x B/256, 5 warm-up epochs.
-    "imagenet": Recipe(256, 0.1, 256, 90, "sgd", "piecewise", (30, 60, 80), 5, 1e-4),
-    # He et al. 2016, CIFAR-10: lr 0.1 x B/128, /10 at epochs 91 and 136, stop at 182.
-    "cifar": Recipe(128, 0.1, 128, 182, "sgd", "piecewise", (91, 136), 0, 2e-4),
-    # The Keras MNIST convnet example: Adam(W) 1e-3, batch 128, 15 epochs.
-    "mnist": Recipe(128, 1e-3, 128, 15, "adamw", "piecewise", (), 0, 0.0),
-    # TF-Slim train_image_classifier: batch 32, lr 0.01, weight decay 4e-5.
-    "slim": Recipe(32, 0.01, 32, 100, "sgd", "cosine", (), 0, 4e-5),
-}
-
-
-# --- value checks: each takes a parsed value and returns it, or raises ValueError ---------
-
-
-def _finite(value) -> float:
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{value} must be a finite number")
-    return number
-
-
-def _ranged(name: str, convert, within, rule: str):
-    """A check named `name` (argparse shows it): `convert`, then refuse what is not `within`."""
-    def check(value):
-        number = convert(value)
-        if not within(number):
-            raise ValueError(f"{value} must be {rule}")
-        return number
-
-    check.__name__ = name
-    return check
-
-
-positive_int = _ranged("positive_int", int, lambda n: n > 0, "a positive integer")
-nonnegative_int = _ranged("nonnegative_int", int, lambda n: n >= 0, "an integer >= 0")
-positive_float = _ranged("positive_float", _finite, lambda n: n > 0, "> 0")
-nonnegative_float = _ranged("nonnegative_float", _finite, lambda n: n >= 0, ">= 0")
-fraction = _ranged("fraction", _finite, lambda n: 0 <= n < 1, "in [0, 1)")
 
 
 def epoch_list(value) -> tuple[float, ...]:
@@ -108,34 +62,6 @@ def layer_patterns(value) -> tuple[str, ...]:
     if not patterns:
         raise ValueError("give one or more comma-separated layer-name patterns")
     return patterns
-
-
-def flag_type(check: Callable) -> Callable:
-    def convert(text: str):
-        try:
-            return check(text)
-        except ValueError as exc:
-            text = str(exc).replace("could not convert string to float: ", "not a number: ")
-            raise argparse.ArgumentTypeError(text) from None
-    convert.__name__ = check.__name__
-    return convert
-
-
-def opt(default=None, *aliases: str, help: str | None = None, check: Callable | None = None,
-        choices: Iterable[str] | None = None, group: str = "optimisation",
-        negate: tuple[str, ...] = (), platform_flag: bool = False, factory=None):
-    """A TrainOptions field with its flag metadata.
-
-    aliases: other spellings (classic ones included); check: converts and validates a
-    value (argparse and the constructor both use it); negate: spellings that store False
-    for a boolean; platform_flag: declared by `tfyard.platform` (the platform contract).
-    """
-    meta = {"aliases": aliases, "help": help, "check": check, "group": group,
-            "choices": tuple(choices) if choices else None, "negate": negate,
-            "platform": platform_flag}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 def _platform(name: str):
@@ -334,59 +260,15 @@ class TrainOptions(ClassificationOptions, RecipeOptions, RunOptions):
     def to_argv(self, names: Iterable[str] | None = None) -> list[str]:
         """The command line that parses back to these options (flags that differ from the
         defaults; `names` limits it to those fields)."""
-        default = TrainOptions()
-        argv = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if (names is not None and f.name not in names) or value == getattr(default, f.name):
-                continue
-            if isinstance(value, bool) or f.metadata["negate"] and value is not None:
-                argv.append(f"--{f.name}" if value else f.metadata["negate"][0])
-            elif isinstance(value, tuple):
-                argv += [f"--{f.name}", ",".join(str(x) for x in value)]
-            else:
-                argv += [f"--{f.name}", str(value)]
-        return argv
+        return command_line(self, names)
 
 
 def add_option_arguments(parser, names: Iterable[str] | None = None,
                          defaults: dict | None = None, grouped: bool = True,
                          helps: dict | None = None):
-    """Add the flags of the TrainOptions fields `names` (all but the platform's by default),
-    in help groups unless `grouped` is False (a mutually exclusive group, say).
-
-    Every flag defaults to None (absent); the dataclass default applies, or `defaults`.
-    `helps` replaces a field's help where a command gives the flag another meaning.
-    """
-    groups: dict[str, object] = {}
-    defaults, helps = defaults or {}, helps or {}
-    for f in fields(TrainOptions):
-        meta = f.metadata
-        if meta["platform"] or (names is not None and f.name not in names):
-            continue
-        if meta["group"] not in groups:
-            groups[meta["group"]] = parser.add_argument_group(meta["group"]) if grouped \
-                else parser
-        group = groups[meta["group"]]
-        spellings = (f"--{f.name}", *meta["aliases"])
-        default = defaults.get(f.name)
-        help_text = helps.get(f.name, meta["help"])
-        if help_text and "{default}" in help_text:  # the default in use, declared once
-            help_text = help_text.replace("{default}", str(f.default if default is None
-                                                             else default))
-        elif default is not None:
-            help_text = f"{help_text or ''} (default: {default})".lstrip()
-        if f.type in ("bool", "bool | None"):
-            group.add_argument(*spellings, dest=f.name, action="store_true", default=default,
-                               help=help_text)
-            if meta["negate"]:
-                group.add_argument(*meta["negate"], dest=f.name, action="store_false",
-                                   help=f"turn --{f.name} off")
-            continue
-        group.add_argument(*spellings, dest=f.name, default=default, help=help_text,
-                           choices=meta["choices"],
-                           type=flag_type(meta["check"]) if meta["check"] else None)
-    return parser
+    """Add the flags of the TrainOptions fields `names` (all but the platform's by default);
+    the rest as `flags.declared.add_field_arguments`."""
+    return add_field_arguments(parser, TrainOptions, names, defaults, grouped, helps)
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -422,79 +304,3 @@ def parse_train_args(argv: list[str] | None, prog: str = "tfyard train") -> Trai
     """Parse a training command line (used by seed scripts and `tfyard.train.run`)."""
     parser = add_train_arguments(Parser(prog=prog, description="Train an image classifier."))
     return options_from_args(parser.parse_args(argv))
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """The concrete numbers a run uses, after recipe, batch and replica arithmetic."""
-
-    global_batch: int | None       # None: a user's input whose batch size varies
-    per_replica_batch: int | None
-    learning_rate: float
-    optimizer: str
-    lr_schedule: str
-    decay_epochs: tuple[float, ...]
-    warmup_epochs: float
-    weight_decay: float
-    steps_per_epoch: int
-    total_steps: int
-
-
-def resolve_numbers(options: TrainOptions, family: str, replicas: int,
-                    train_examples: int | None, *, input_batch: int | None = None,
-                    input_steps: int | None = None) -> Resolved:
-    """Apply the recipe, check the batch against the replicas, and count steps.
-
-    A user's input function decides its own batch (`input_batch`, the global batch of its
-    per-replica batches, None when their size varies) and its epoch (`input_steps`, None
-    when it is endless: then the steps must be given; more steps than one epoch repeat the
-    input, epoch after epoch, as registry datasets do)."""
-    recipe = RECIPES[family]
-    if train_examples is None:   # a user's input function
-        global_batch = input_batch or options.batch_size or (
-            options.per_replica_batch_size or 0) * replicas or None
-        asked = options.batch_size or (options.per_replica_batch_size or 0) * replicas
-        if input_batch and asked and asked != input_batch:
-            raise UserError(f"the input's batches make a global batch of {input_batch} over "
-                            f"{replicas} replica(s), not the {asked} asked; drop batch_size or "
-                            "batch the input to match")
-        if input_steps is None and options.train_steps is None:
-            raise UserError("the input is endless (or its length is unknown), so it has no "
-                            "epochs: give train_steps (--train_steps)")
-        steps_per_epoch = input_steps or options.train_steps
-        epochs = options.epochs or 1   # Keras fit's default
-    else:
-        if options.per_replica_batch_size is not None:
-            if options.batch_size is not None:
-                raise UserError("give --batch_size or --per_replica_batch_size, not both")
-            global_batch = options.per_replica_batch_size * replicas
-        else:
-            global_batch = options.batch_size or recipe.batch_size
-        if global_batch % replicas:
-            raise UserError(
-                f"--batch_size {global_batch} does not divide over {replicas} replicas; use a "
-                f"multiple of {replicas} or --per_replica_batch_size"
-            )
-        steps_per_epoch = max(1, train_examples // global_batch)
-        epochs = options.epochs or recipe.epochs
-    if options.train_steps is not None:
-        total = options.train_steps
-    else:
-        total = max(1, round(epochs * steps_per_epoch))
-    lr = options.learning_rate or recipe.base_lr * (global_batch or recipe.base_batch) \
-        / recipe.base_batch
-    return Resolved(
-        global_batch=global_batch,
-        per_replica_batch=global_batch // replicas if global_batch else None,
-        learning_rate=lr,
-        optimizer=options.optimizer or recipe.optimizer,
-        lr_schedule=options.lr_schedule or recipe.lr_schedule,
-        decay_epochs=options.decay_epochs if options.decay_epochs is not None
-        else recipe.decay_epochs,
-        warmup_epochs=options.warmup_epochs if options.warmup_epochs is not None
-        else recipe.warmup_epochs,
-        weight_decay=options.weight_decay if options.weight_decay is not None
-        else recipe.weight_decay,
-        steps_per_epoch=steps_per_epoch,
-        total_steps=total,
-    )

@@ -1,7 +1,7 @@
 """scikit-learn's bundled handwritten digits, upscaled to 32x32: the offline demo dataset.
 
 Written once to `<cache_dir>/digits/` as slim-style TFRecords (lossless PNG) plus
-labels.txt, atomically (temp dir, then rename), and read by the TFRecord reader with
+labels.txt, put in place whole (`tfyard.replace`), and read by the TFRecord reader with
 mild augmentation (small pad-crop, no mirror: a flipped digit is another symbol).
 """
 
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
-import tempfile
 
 import tfyard.data.formats.tfrecord as tfrecord
 from tfyard.data.formats.base import DatasetInfo, Preprocessing
 from tfyard.data.formats.framing import record_counts
+from tfyard.replace import replacing_directory
 
 SIZE = 32
 VALIDATION = 300
@@ -44,19 +43,13 @@ def materialise(cache_dir: str | None = None) -> str:
                          .resize((SIZE, SIZE), Image.BICUBIC)) for image in digits.images]
     order = np.random.RandomState(0).permutation(len(pixels))
     parts = {"validation": order[:VALIDATION], "train": order[VALIDATION:]}
-    staging = tempfile.mkdtemp(prefix="digits.tmp-", dir=parent)
-    try:
+    with replacing_directory(root) as staging:   # a racing writer's set is the same bytes
+        os.mkdir(staging)
         for split, indices in parts.items():
             write_shard(os.path.join(staging, f"digits_{split}_00000-of-00001.tfrecord"),
                         [Item(int(digits.target[i]), str(digits.target[i]), pixels=pixels[i])
                          for i in indices])
         write_text(os.path.join(staging, "labels.txt"), "".join(f"{d}:{d}\n" for d in range(10)))
-        os.rename(staging, root)
-    except OSError:
-        if not os.path.exists(os.path.join(root, "labels.txt")):  # not a lost race: real error
-            raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return root
 
 

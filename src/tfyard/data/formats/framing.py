@@ -14,6 +14,7 @@ import os
 import struct
 
 from tfyard.errors import UserError
+from tfyard.replace import replacing_file
 
 CACHE_FILE = "tfrecord_counts.json"
 CHECKSUM = "corrupted: the record fails its checksum (its bytes changed after it was written)"
@@ -85,12 +86,9 @@ def _load(cache_dir: str | None) -> dict:
 def _save(cache_dir: str | None, cache: dict) -> None:
     if not cache_dir:
         return
-    path = os.path.join(cache_dir, CACHE_FILE)
-    tmp = f"{path}.tmp-{os.getpid()}"
     try:
         os.makedirs(cache_dir, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as stream:
+        with replacing_file(os.path.join(cache_dir, CACHE_FILE)) as stream:
             json.dump(cache, stream)
-        os.replace(tmp, path)
     except OSError as exc:  # a read-only work dir costs a recount next time, nothing more
         log.warning("tfyard: cannot cache record counts in %s (%s)", cache_dir, exc)

@@ -1,6 +1,6 @@
 """Command-line parsing shared by the CLI, the seed scripts and the platform helpers: the
-one-line usage errors and the flag rewrites classic command lines need. No tfyard imports,
-so every layer may use it."""
+one-line usage errors and the flag rewrites classic command lines need; `flags.declared`
+makes flags from dataclass fields. No tfyard imports, so every layer may use it."""
 
 from __future__ import annotations
 
