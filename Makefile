@@ -1,13 +1,15 @@
 # tfyard: `make demo` trains on the bundled digits; `make test` runs the whole suite;
+# `make docs` builds the docs site into site/ (strictly: a warning or a broken link fails);
 # `make matrix` runs the demo and `make quick` on every supported Python and on the lowest
 # declared versions (ci/matrix.sh). The demo installs the package alone; tests, lint and
-# benchmarks add every extra.
+# benchmarks add every extra; the docs add the `docs` extra.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 VERSION := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PACKAGE := $(VENV)/.installed-package-$(VERSION)
 EVERYTHING := $(VENV)/.installed-everything-$(VERSION)
+DOCS := $(VENV)/.installed-docs-$(VERSION)
 PYTEST_ARGS ?=
 # `make test` spreads the suite over pytest-xdist workers, each taking the next test when it
 # is free (`--dist worksteal`): one a core and one more, since a worker waits on its tests'
@@ -39,7 +41,7 @@ QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_op
     tests/storage/test_gcs.py::test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard \
     tests/tracking/test_tracker.py::test_a_restart_continues_its_run_and_sends_each_step_once
 
-.PHONY: demo test quick matrix lint bench clean
+.PHONY: demo test quick gpu docs matrix lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +54,10 @@ $(PACKAGE): $(BIN)/python pyproject.toml
 $(EVERYTHING): $(BIN)/python pyproject.toml
 	$(INSTALL) -e '.[test,spark,ray,dev,parquet,cloud,mlflow]'
 	rm -f $(VENV)/.installed-* && touch $(PACKAGE) $@
+
+$(DOCS): $(PACKAGE)
+	$(INSTALL) -e '.[docs]'
+	touch $@
 
 demo: $(PACKAGE)
 	$(BIN)/tfyard demo $(DEMO_ARGS)
@@ -66,6 +72,17 @@ quick: $(EVERYTHING)
 	$(BIN)/python -m pytest -q -p no:cacheprovider \
 	    -m 'not cluster and not spark and not ray and not slow' $(QUICK)
 
+# mkdocs.yml: the pages in docs/, the API pages read from src/'s docstrings without importing
+# (NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2, which the docs extra excludes)
+docs: $(DOCS)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The GPU slice, on a machine with a GPU and the `gpu` extra (tensorflow[and-cuda]):
+# bfloat16 training with XLA, a resume, the export alike on GPU and CPU; skipped without one.
+gpu: $(EVERYTHING)
+	$(INSTALL) -e '.[gpu]'
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m gpu tests/gpu
+
 matrix:
 	bash ci/matrix.sh $(LEGS)
 
@@ -73,4 +90,4 @@ bench: $(EVERYTHING)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) output build/matrix .pytest_cache .ruff_cache
+	rm -rf $(VENV) output site build/matrix .pytest_cache .ruff_cache

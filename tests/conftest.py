@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The suite trains on the CPU; the GPU slice (tests/gpu) gives its children the devices the
+# suite was started with.
+STARTED_WITH_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # Read when Ray is imported: no usage stats, and every Ray address on loopback.
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"

@@ -12,6 +12,7 @@ sideways, and no module imports itself back through others.
     replace, progress           how an output is written and how long work shows, which
                                 `data` uses too
     storage                     where a path lives: local disk or a bucket
+    process                     numbers from the environment, liveness of a pid
     errors, flags, dtypes, compat, the tfyard package itself (__version__): no tfyard imports
 
 A module may import its own package's siblings. Imports inside functions count too:
@@ -47,6 +48,7 @@ LAYERS = [
     {"runfiles"},
     {"replace", "progress"},
     {"storage"},
+    {"process"},
     {"errors", "flags", "dtypes", "compat", "__init__"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
@@ -334,6 +336,81 @@ def test_the_seam_checks_see_the_old_bypasses():
     assert sorted(line.split(" ", 1)[1] for line in file_calls(module, old)) == [
         "open", "os.path.exists", "shutil.copyfile"]
     assert module in _readers_of_run_files()
+
+
+# One definition of each twin: the checks read the source, so a second copy fails them.
+ONE_HOME = {"scheme": "tfyard.storage.location", "liveness": "tfyard.process.liveness",
+            "environment number": "tfyard.process.envvars", "sender": "tfyard.process.sender"}
+
+
+def _in_fstrings(tree: ast.AST) -> set[int]:
+    return {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+            for part in node.values}
+
+
+def _reads_environ(node: ast.AST) -> bool:
+    return any((isinstance(sub, ast.Attribute) and sub.attr in ("environ", "getenv"))
+               or (isinstance(sub, ast.Name) and sub.id in ("environ", "getenv"))
+               for sub in ast.walk(node))
+
+
+def _name(node: ast.AST) -> str | None:
+    """The name an assignment binds: `x` or `self.x`."""
+    if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+        return node.id if isinstance(node, ast.Name) else node.attr
+    return None
+
+
+def twins(source: str) -> set[str]:
+    """Which of the one-home tests `source` does itself: a scheme by "://", a process's
+    liveness by signal 0 or /proc/PID, a number by int() or float() of the environment, a
+    retrying sender by a backoff of its own."""
+    tree = ast.parse(source)
+    pieces, found = _in_fstrings(tree), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == "://" and id(node) not in pieces:
+            found.add("scheme")
+        elif isinstance(node, ast.JoinedStr) and len(node.values) > 1 and \
+                isinstance(node.values[0], ast.Constant) and node.values[0].value == "/proc/" \
+                and isinstance(node.values[1], ast.FormattedValue):
+            found.add("liveness")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "kill" and len(node.args) == 2 and \
+                isinstance(node.args[1], ast.Constant) and node.args[1].value == 0:
+            found.add("liveness")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("int", "float") and any(map(_reads_environ, node.args)):
+            found.add("environment number")
+        elif (_name(node) or "").lstrip("_") == "backoff":
+            found.add("sender")
+    return found
+
+
+def test_each_twin_has_one_definition():
+    assert set(ONE_HOME.values()) <= set(MODULES)
+    outside = sorted(f"{module}: {kind}" for module, path in MODULES.items()
+                     for kind in twins(path.read_text()) if ONE_HOME[kind] != module)
+    assert not outside, ("tests done outside their one home (" + ", ".join(
+        f"{kind}: {module}" for kind, module in ONE_HOME.items()) + "):\n" + "\n".join(outside))
+
+
+def test_the_twin_checker_sees_the_old_copies():
+    """The copies this layout removed are each caught; an f-string URL and /proc of this
+    process are not scheme or liveness tests."""
+    old = {
+        "scheme": 'def _remote(path):\n    return "://" in path\n',
+        "liveness": "def state(pid):\n    return open(f'/proc/{pid}/stat').read()\n",
+        "environment number": "import os\nT = float(os.environ.get('TFYARD_END_TIMEOUT', 3))\n",
+        "sender": "def _run(self):\n    backoff = 1.0\n    while True:\n        try:\n"
+                  "            self._send()\n        except OSError:\n"
+                  "            time.sleep(backoff)\n            backoff = min(backoff * 2, 10)\n",
+    }
+    for kind, source in old.items():
+        assert twins(source) == {kind}, kind
+    assert twins("import os\ndef alive(pid):\n    os.kill(pid, 0)\n") == {"liveness"}
+    assert twins("def f(s, b):\n    return f'{s}://{b}', f'/proc/self/fd/{b}'\n") == set()
+    assert twins("self._backoff = 2\n") == {"sender"}
+    assert twins("T = Timing(period=2, backoff=4, most_backoff=30)\n") == set()
 
 
 # Calls that put a file in place or write one whole, which only `tfyard.replace` may make for

@@ -1,21 +1,118 @@
-"""README's "Train your own Keras model" as written: its `nets/mine.py`, its `tfyard train`
-command line and its `tfyard.fit` call, run in a fresh directory with CIFAR-10 binary files
-and an input function written here (the README leaves those to the user); and its
-"Fine-tune" recipe, both stages and the `tfyard.fit` form."""
+"""The README and the docs pages as written.
+
+The README is a front door: at most 250 lines, its links resolve, and each of its code
+blocks is either marked `<!-- run -->` (and run here, in order, in one empty directory: its
+five-minute tour) or says on its first line that it is not run. The docs pages' marked
+blocks run too: the tracking page's against a real `mlflow server` on loopback, in a
+directory set up as the tour leaves it; the training page's "Train your own Keras model"
+(its `nets/mine.py`, its `tfyard train` command line and its `tfyard.fit` call, with
+CIFAR-10 binary files and an input function written here, which the page leaves to the
+user); and the fine-tuning page's recipe, both stages and the `tfyard.fit` form."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.data.helpers import write_cifar
+from tests.predict.conftest import folder, run  # noqa: F401 - an untracked run to track
 from tests.train.conftest import read_json
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-SECTION = README.split("## Train your own Keras model", 1)[1].split("\n## ", 1)[0]
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+FENCE = re.compile(r"(<!-- run -->\n)?```(\w+)\n(.*?)```", flags=re.S)
+NOT_RUN = "# not run by the README test: "
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+def fenced(text: str) -> list[tuple[bool, str, str]]:
+    """Each top-level code block of `text`: (marked to run, language, body)."""
+    return [(bool(mark), lang, body) for mark, lang, body in FENCE.findall(text)]
+
+
+def marked(text: str) -> list[tuple[str, str]]:
+    """The blocks of `text` marked `<!-- run -->`: (language, body)."""
+    return [(lang, body) for to_run, lang, body in fenced(text) if to_run]
+
+
+def run_blocks(blocks: list[tuple[str, str]], cwd: Path, env: dict | None = None) -> list[str]:
+    """Run `blocks` in order in `cwd`: shell blocks with bash (this interpreter's `tfyard`
+    first on PATH), Python blocks with this interpreter; what each printed."""
+    assert blocks, "no block marked <!-- run -->"
+    bin_dir = os.path.dirname(sys.executable)
+    env = {**os.environ, **(env or {}), "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    printed = []
+    for lang, body in blocks:
+        command = (["bash", "-euo", "pipefail", "-c", body] if lang == "sh"
+                   else [sys.executable, "-c", body])
+        result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, f"{body}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"
+        printed.append(result.stdout)
+    return printed
+
+
+def test_the_readme_is_a_short_front_door_whose_blocks_say_whether_they_run():
+    assert README.count("\n") <= 250
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README):
+        assert "://" in target or (ROOT / target).exists(), target
+    blocks = fenced(README)
+    assert len(blocks) == README.count("```") // 2   # no block the pattern missed
+    for to_run, _, body in blocks:
+        assert to_run or body.startswith(NOT_RUN), body
+
+
+@pytest.mark.slow
+def test_the_readme_tour_runs_as_written(tmp_path):
+    printed = run_blocks(marked(README), tmp_path)
+    assert (tmp_path / "tour" / "curves.png").is_file()
+    assert read_json(tmp_path / "tour" / "summary.json")["model"] == "cifar_resnet20"
+    rows = [line for line in printed[2].splitlines() if line.startswith("digit")]
+    assert [row.split(",")[0] for row in rows] == ["digit0.png", "digit1.png", "digit2.png"]
+    assert printed[3].startswith("[(") and printed[3].count("(") == 2, printed[3]
+
+
+@pytest.mark.slow
+def test_the_tracking_page_runs_as_written_in_the_tours_directory(tmp_path, run):  # noqa: F811
+    """Its run tracked, an untracked run (the tour's, here a short one) tracked after the
+    fact, and the registered model scoring the tour's first image, against a real `mlflow
+    server` on loopback."""
+    from tests.tracking.conftest import mlflow_server, runs
+
+    shutil.copytree(run, tmp_path / "tour")
+    images, = [block for block in marked(README) if "load_digits" in block[1]]
+    run_blocks([images], tmp_path)
+    with mlflow_server(tmp_path / "mlflow") as uri:
+        settings = {"MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": "digits"}
+        printed = run_blocks(marked(page("tracking.md")), tmp_path, settings)
+        names = sorted(found.info.run_name for found in runs(uri, "digits"))
+    assert "class_name" in printed[-1], printed[-1]
+    assert names == ["a", "tour"]
+
+
+@pytest.mark.parametrize("name", ["scale.md", "data.md"])
+def test_the_docs_pages_cheap_commands_run_as_written(tmp_path, name):
+    """`cluster show`, `pack` (no docker), `data convert` and `data inspect`."""
+    printed = run_blocks(marked(page(name)), tmp_path)
+    if name == "scale.md":
+        assert "strategy:   parameter_server" in printed[0], printed[0]
+        assert (tmp_path / "tfyard-k8s.yaml").is_file() and (tmp_path / "Dockerfile").is_file()
+    else:
+        assert "0 problems" in printed[-1] and (tmp_path / "tfrecords" / "labels.txt").is_file()
+
+
+SECTION = page("training.md").split("## Train your own Keras model", 1)[1].split("\n## ", 1)[0]
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", SECTION, flags=re.S)
 
 INPUT = """
@@ -42,7 +139,7 @@ def commands(text: str) -> list[list[str]]:
     return [shlex.split(line, comments=True) for line in lines if line.strip()]
 
 
-def test_the_readme_user_model_example_runs_as_written(tmp_path):
+def test_the_user_model_example_runs_as_written(tmp_path):
     module, = [b for b in blocks("python") if b.startswith("# nets/mine.py")]
     (tmp_path / "nets").mkdir()
     (tmp_path / "nets" / "mine.py").write_text(module)
@@ -70,11 +167,11 @@ def test_the_readme_user_model_example_runs_as_written(tmp_path):
     assert read_json(tmp_path / "out_fit" / "summary.json")["final_step"] == 1000
 
 
-FINE_TUNE = README.split("## Fine-tune: start from trained weights", 1)[1].split("\n## ", 1)[0]
+FINE_TUNE = page("fine-tuning.md")
 SMALL_RUN = ["--image_size", "32", "--batch_size", "8", "--train_steps", "2", "--no_export"]
 
 
-def test_the_readme_fine_tune_recipe_runs_as_written(tmp_path):
+def test_the_fine_tune_recipe_runs_as_written(tmp_path):
     """Both stages and the `tfyard.fit` form, with the ImageNet file written here in Keras
     Applications' layout (no top) and a small photo folder; each run made small by the
     flags appended to it."""

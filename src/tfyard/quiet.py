@@ -21,10 +21,15 @@ line saying how to see them.
 
     quiet.setup(verbose)        # entry points: filter as soon as anything imports TensorFlow
     tf = quiet.import_tensorflow()
+
+In a process tfyard does not own (a model that MLflow loads and serves), the filter is not
+tfyard's to set up for the whole process; `with quiet.hushed():` routes fd 2 through the
+same filter for one block only (importing TensorFlow and loading a model).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import logging
@@ -32,6 +37,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import traceback
 import warnings
 
@@ -66,7 +72,7 @@ PYTHON_NOISE = (
 PYTHON_WARNINGS = (
     # --seed under parameter-server training: the per-worker input is traced inside the
     # coordinator's function, whose graph seed its augmentations then use. Harmless: a PS
-    # run's input order is not seeded anyway (README, "Exact resume").
+    # run's input order is not seeded anyway (docs/faults.md, "Exact resume").
     (UserWarning, r"Seed \d+ from outer graph might be getting used by function Dataset_"),
 )
 _TRIGGERS = ("tensorflow", "keras", "tf_keras")
@@ -160,6 +166,43 @@ def install() -> bool:
     return True
 
 
+@contextlib.contextmanager
+def hushed():
+    """TensorFlow's C++ log lines of this block kept off fd 2: the filter process of
+    `install` reads fd 2 for the block only, then ends. Nothing is done when verbose or
+    once the filter is installed for the whole process."""
+    try:
+        real = None if _installed or is_verbose() or os.name != "posix" else os.dup(2)
+    except OSError:   # no stderr at all: nothing to keep clean
+        real = None
+    read, write = os.pipe() if real is not None else (None, None)
+    try:
+        filtering = real is not None and _spawn_filter(read, real)
+    except OSError:
+        filtering = None
+    finally:
+        if read is not None:
+            os.close(read)
+    if not filtering:
+        for fd in (write, real):
+            if fd is not None:
+                os.close(fd)
+        yield
+        return
+    _flush(sys.stderr)
+    os.dup2(write, 2)
+    os.close(write)
+    try:
+        yield
+    finally:
+        _flush(sys.stderr)
+        os.dup2(real, 2)   # the pipe's last writer gone: the filter writes the rest, ends
+        os.close(real)
+        reaper = threading.Thread(target=os.waitpid, args=(filtering, 0), daemon=True)
+        reaper.start()
+        reaper.join(2.0)   # its lines before ours (a child that kept the pipe: not waited)
+
+
 def _with_hint(excepthook):
     """After a crash's traceback, say where TensorFlow's hidden lines can be seen."""
     def hook(kind, value, tb):
@@ -174,9 +217,9 @@ def _with_hint(excepthook):
     return hook
 
 
-def _spawn_filter(read: int, real: int) -> None:
-    """Start the filter: stdin the pipe, stdout/stderr the real stderr; it outlives us
-    only while something still writes to the pipe."""
+def _spawn_filter(read: int, real: int) -> int:
+    """Start the filter (its pid): stdin the pipe, stdout/stderr the real stderr; it
+    outlives us only while something still writes to the pipe."""
     actions = [(os.POSIX_SPAWN_DUP2, read, 0), (os.POSIX_SPAWN_DUP2, real, 1),
                (os.POSIX_SPAWN_DUP2, real, 2)]
     ignored = None
@@ -186,8 +229,9 @@ def _spawn_filter(read: int, real: int) -> None:
         pass
     try:
         package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        os.posix_spawn(sys.executable, [sys.executable, "-I", "-c", _FILTER_MAIN,
-                                        package_parent], os.environ, file_actions=actions)
+        return os.posix_spawn(sys.executable, [sys.executable, "-I", "-c", _FILTER_MAIN,
+                                               package_parent], os.environ,
+                              file_actions=actions)
     finally:
         if ignored is not None:
             signal.signal(signal.SIGINT, ignored)

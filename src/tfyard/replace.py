@@ -31,7 +31,7 @@ import shutil
 import uuid
 
 from tfyard.errors import UserError
-from tfyard.storage import refuse_bucket
+from tfyard.storage import refuse_bucket, scheme_of
 
 TMP = ".tmp-"
 RENAME_EXCHANGE = 2   # linux/fs.h
@@ -39,7 +39,7 @@ AT_FDCWD = -100
 
 
 def _remote(path: str) -> bool:
-    return "://" in path
+    return scheme_of(path) is not None
 
 
 def staging_name(path: str) -> str:

@@ -15,7 +15,7 @@ from tfyard.cli import main
 from tfyard.distribute.cluster import parse_tf_config
 from tfyard.pack.k8s_spec import job_name
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SCALE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "scale.md"
 PRINT_TF_CONFIG = "import os; print(os.environ['TF_CONFIG'])"
 
 
@@ -224,11 +224,13 @@ def test_name_namespace_resources_and_the_kubectl_commands(code_dir):
     assert watch[watch.index("-l") + 1] == logs[logs.index("-l") + 1]
 
 
-def test_readme_commands_are_the_ones_pack_writes(code_dir):
-    """README's Kubernetes example: its pack line runs, and its kubectl lines are the header's."""
-    section = README.read_text().split("## Kubernetes\n", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_commands_are_the_ones_pack_writes(code_dir):
+    """The docs' Kubernetes example: its pack line runs, and its kubectl lines are the
+    header's."""
+    section = SCALE_PAGE.read_text().split("## Kubernetes\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
-    pack, *kubectl = [shlex.split(line, comments=True) for line in block.splitlines()]
+    lines = [shlex.split(line, comments=True) for line in block.splitlines()]
+    pack, *kubectl = [line for line in lines if line]   # the block's first line: a comment
     assert pack[:2] == ["tfyard", "pack"]
     argv = [arg for arg in pack[1:] if arg not in ("--build", "--push")]
     argv[argv.index("--code_path") + 1] = str(code_dir)

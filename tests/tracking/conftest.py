@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -70,3 +71,37 @@ def wait_for(condition, proc: subprocess.Popen | None = None, timeout: float = 2
         assert time.monotonic() < deadline, "timed out"
         assert proc is None or proc.poll() is None, proc.communicate()[0][-3000:]
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def model_server(model_uri: str, env: dict, log):
+    """`mlflow models serve` of `model_uri` in this environment (`--env-manager local`) on
+    127.0.0.1, its stderr written to `log`; its URL once it answers /ping."""
+    port = free_port()
+    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
+    with open(log, "wb") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
+             "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+            env={**os.environ, **env, "PATH": path})   # uvicorn beside this Python
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 300   # TensorFlow's import and the model's load
+            while not _answers(f"{url}/ping"):
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    open(log).read()[-3000:]
+                time.sleep(0.5)
+            yield url
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False

@@ -8,20 +8,33 @@ logging alone is tests/train/test_clusters.py."""
 
 from __future__ import annotations
 
+import base64
 import io
+import json
+import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 
 import numpy as np
 import pytest
 
 from tests.conftest import run_tfyard
-from tests.predict.conftest import folder, run  # noqa: F401 - an untracked run to track
+from tests.predict.conftest import COLOURS, folder, run  # noqa: F401 - a run to track
 from tests.storage.conftest import free_port
-from tests.tracking.conftest import mlflow_server, runs, steps, tracked, wait_for
+from tests.tracking.conftest import (
+    mlflow_server,
+    model_server,
+    runs,
+    steps,
+    tracked,
+    wait_for,
+)
 from tests.train.conftest import FAST, read_json, read_jsonl
+from tfyard import quiet, tracking
 from tfyard.cli import main
 
 pytest.importorskip("mlflow")
@@ -49,10 +62,16 @@ def test_a_run_logs_params_steps_files_and_a_model_that_predicts_as_tfyard_does(
 
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
     out = tmp_path / "net-a"
-    assert main(["train", *FAST, "--output_dir", str(out), "--work_dir", str(digits_work),
+    talking = [flag for flag in FAST if flag != "--quiet"]
+    assert main(["train", *talking, "--output_dir", str(out), "--work_dir", str(digits_work),
                  "--train_steps", "20", "--mlflow_uri", mlflow_uri, "--register_model",
                  f"digits-{experiment}"]) == 0
     (logged,) = runs(mlflow_uri, experiment)
+    said = "".join(capsys.readouterr())   # which run, at the start, with its page
+    run_id, experiment_id = logged.info.run_id, logged.info.experiment_id
+    assert said.count(f"tfyard: logging to MLflow run {run_id} in experiment '{experiment}': "
+                      f"{mlflow_uri}/#/experiments/{experiment_id}/runs/{run_id}\n") == 1
+    assert said.index(f"MLflow run {run_id}") < said.index("step 5/20")
     assert logged.info.status == "FINISHED" and logged.info.run_name == "net-a"
     assert read_json(out / "run.json")["mlflow_run_id"] == logged.info.run_id
     params = logged.data.params
@@ -183,3 +202,97 @@ def test_track_logs_an_untracked_run_once_with_its_model(mlflow_uri, experiment,
     assert runs(mlflow_uri, experiment)[0].info.status == "FINISHED"
     nothing = run_tfyard("track", "--output_dir", tmp_path / "nowhere", env=env)
     assert nothing.returncode == 2 and "holds no run.json" in nothing.stderr
+
+
+def post(url: str, body: dict) -> tuple[int, str]:
+    request = urllib.request.Request(f"{url}/invocations", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        return response.status, response.read().decode()
+
+
+def test_the_served_model_takes_image_bytes_only_over_rest_and_in_process(
+        mlflow_uri, experiment, tmp_path, run, folder, monkeypatch):  # noqa: F811
+    import mlflow.pyfunc
+    from tfyard.train.outside.tracked import backfill
+
+    import tfyard
+    from tfyard.predict.local import locate
+    from tfyard.tracking.model import ARTIFACT, ImageClassifier
+
+    copy, name = tmp_path / "served", f"served-{experiment}"
+    shutil.copytree(run, copy)
+    backfill(tracking.settings(mlflow_uri, experiment, register_model=name), str(copy),
+             str(copy))
+    files = [folder / "validation" / label / "0.jpg" for label in COLOURS]
+    local = tfyard.predict(copy, [str(path) for path in files])
+    jpegs = [base64.b64encode(path.read_bytes()).decode() for path in files]
+    secret = tmp_path / "secret.jpg"      # an image on the serving host: never scored
+    secret.write_bytes(files[0].read_bytes())
+    paths = [str(secret), "/etc/hostname", "s3://bucket/cat.jpg", "gs://b/x.jpg",
+             "hdfs://nn/x.jpg", "file:///etc/passwd"]
+    with model_server(f"models:/{name}/1", {"MLFLOW_TRACKING_URI": mlflow_uri},
+                      tmp_path / "serve.log") as url:
+        status, text = post(url, {"inputs": jpegs})
+        assert status == 200
+        rows = json.loads(text)["predictions"]
+        assert [row["class_name"] for row in rows] == [row["class_name"] for row in local]
+        assert [row["top_ids"] for row in rows] == [row["top_ids"] for row in local]
+        assert np.allclose([row["top_scores"] for row in rows],
+                           [row["top_scores"] for row in local], atol=1e-6)
+        status, text = post(url, {"inputs": [jpegs[0], *paths]})   # a mixed batch
+        assert status == 200 and "NaN" not in text
+        first, *refused = json.loads(text, parse_constant=pytest.fail)["predictions"]
+        assert first["class_name"] == local[0]["class_name"]
+        for row in refused:
+            assert row["class_id"] is None and row["score"] is None and row["top_ids"] == []
+            assert row["error"].startswith("a path or URL is never opened; send the image's "
+                                           "bytes")
+    said = (tmp_path / "serve.log").read_text()   # TensorFlow's C++ lines: none at the load
+    assert not re.search(quiet.LOG_PREFIX, said) and quiet.ABSL_BANNER not in said, said
+    assert "cuInit" not in said
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)   # where models:/ URIs are looked up
+    served = mlflow.pyfunc.load_model(f"models:/{name}/1")
+    assert served.metadata.get_input_schema().to_dict() == [{"type": "binary",
+                                                              "required": True}]
+    mlflow.pyfunc.save_model(tmp_path / "before", python_model=ImageClassifier(),
+                             artifacts={ARTIFACT: locate(str(copy))})   # no signature
+    before = mlflow.pyfunc.load_model(str(tmp_path / "before"))
+    images = [files[0].read_bytes(), jpegs[1], str(secret), None, b"\x00not an image"]
+    for model in (served, before):
+        table = model.predict(images)
+        assert list(table["class_name"][:2]) == [row["class_name"] for row in local[:2]]
+        assert list(table["class_id"][2:]) == [None] * 3
+        assert table["error"][2].startswith("a path or URL is never opened")
+        assert table["error"][3] == "no image (the cell is null)"
+        assert table["error"][4].startswith("cannot decode: not an image")
+        json.dumps(table.to_dict(orient="records"), allow_nan=False)
+
+
+def test_a_tracked_fit_leaves_the_users_mlflow_settings_as_they_were(
+        mlflow_uri, experiment, tmp_path, digits_work, monkeypatch):
+    import mlflow
+    from mlflow.tracking._tracking_service import utils
+
+    import tfyard
+    from tfyard.tracking.mlflow_run import MODEL_TAG
+
+    monkeypatch.chdir(tmp_path)   # where a lost URI would make MLflow write ./mlflow.db
+    monkeypatch.setattr(utils, "_tracking_uri", utils._tracking_uri)   # put back afterwards
+    own = f"sqlite:///{tmp_path}/own.db"
+    mlflow.set_tracking_uri(own)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)   # tracking on, by the user's own
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "45")
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    environ = dict(os.environ)
+    tfyard.fit("cifar_resnet8", "digits", output_dir=str(tmp_path / "fit"),
+               work_dir=str(digits_work), image_size=16, batch_size=32, train_steps=5,
+               steps_per_loop=5, seed=3, num_gpus="0", jit_compile=False, quiet=True)
+    (logged,) = runs(mlflow_uri, experiment)
+    assert logged.data.tags[MODEL_TAG] == "logged"   # the model went through MLflow's URI
+    assert dict(os.environ) == environ
+    assert mlflow.get_tracking_uri() == own
+    assert not (tmp_path / "mlflow.db").exists()

@@ -1,10 +1,14 @@
 """The Tracker against a real `mlflow server`, in-process and without TensorFlow: a restart
 continues its run and sends each step once, a server that cannot be used at the start is one
-line (or, optionally, untracked), and what a server gone for good never took is counted."""
+line in tfyard's words (or, optionally, untracked), MLflow's settings are as the user left
+them once it ends, and what a server gone for good never took is counted."""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
 import time
 
 import pytest
@@ -57,11 +61,14 @@ def test_a_restart_continues_its_run_and_sends_each_step_once(mlflow_uri, experi
 def test_a_server_that_cannot_be_used_at_the_start_is_one_line_or_untracked(caplog):
     from tfyard.tracking.mlflow_run import Tracker
 
-    uri = f"http://127.0.0.1:{free_port()}"
+    uri = f"http://127.0.0.1:{free_port()}"   # a closed loopback port
     started = time.monotonic()
-    with pytest.raises(UserError, match=rf"^MLflow at {uri} cannot be used \(.*--mlflow_optional"
-                                        " to train untracked$"):
+    with pytest.raises(UserError) as refused:
         Tracker.start(tracking.settings(uri), None, "net", {}, {}, [])
+    assert str(refused.value) == (
+        f"MLflow at {uri} cannot be used: nothing answers there (connection refused); check "
+        "that the server is running and that --mlflow_uri (or MLFLOW_TRACKING_URI) names its "
+        "address, or pass --mlflow_optional to train untracked")
     with caplog.at_level(logging.WARNING, logger="tfyard"):
         assert Tracker.start(tracking.settings(uri, optional=True), None, "net", {}, {},
                              []) is None
@@ -71,12 +78,47 @@ def test_a_server_that_cannot_be_used_at_the_start_is_one_line_or_untracked(capl
         tracking.settings(None, register_model="net")
 
 
+def test_a_server_that_never_answers_is_named_within_the_users_timeout(monkeypatch):
+    from tfyard.tracking.mlflow_run import Tracker
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")   # the user's own, kept
+    with socket.socket() as silent:      # takes connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(UserError, match=rf"^MLflow at {uri} cannot be used: it did not "
+                                            r"answer within 2 s; check the server and the "
+                                            "network"):
+            Tracker.start(tracking.settings(uri), None, "net", {}, {}, [])
+    assert time.monotonic() - started < 20
+
+
+def test_mlflow_settings_are_as_the_user_left_them_after_a_tracker(mlflow_uri, experiment,
+                                                                  monkeypatch):
+    from tfyard.tracking.mlflow_run import Tracker
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "33")
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    before = dict(os.environ)
+    tracker = Tracker.start(tracking.settings(mlflow_uri, experiment), None, "net", {}, {}, [])
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"   # while it lives
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "33"
+    tracker.close()
+    assert dict(os.environ) == before
+    with pytest.raises(UserError):
+        Tracker.start(tracking.settings(f"http://127.0.0.1:{free_port()}"), None, "net", {},
+                      {}, [])
+    assert dict(os.environ) == before
+
+
 def test_what_a_server_gone_for_good_never_took_is_counted(tmp_path, experiment, caplog,
                                                            monkeypatch):
     from tfyard.tracking import mlflow_run
 
     monkeypatch.setattr(mlflow_run, "FLUSH_S", 2.0)
-    with mlflow_server(tmp_path) as uri:
+    with mlflow_server(tmp_path, stop=signal.SIGKILL) as uri:   # killed mid-run
         tracker = mlflow_run.Tracker.start(tracking.settings(uri, experiment), None, "net", {},
                                            {}, [])
     for step in (5, 10, 15):
@@ -85,6 +127,8 @@ def test_what_a_server_gone_for_good_never_took_is_counted(tmp_path, experiment,
         assert tracker.close() == 6   # two values a report
     assert f"6 metrics not sent to MLflow at {uri}; they are in metrics.jsonl" in caplog.text
     assert caplog.text.count(f"MLflow at {uri} failed") == 1
+    assert (f"MLflow at {uri} failed: nothing answers there (connection refused); check that "
+            "the server is running") in caplog.text
 
 
 def test_secrets_never_leave_the_uri_or_the_environment(monkeypatch):

@@ -20,6 +20,8 @@ import os
 import threading
 import time
 
+from tfyard.process import liveness
+
 ENV = "TFYARD_HEARTBEAT_FILE"
 INTERVAL_S = 1.0
 FROZEN_STATES = ("T", "t", "D")
@@ -43,19 +45,10 @@ def age(path: str, now: float | None = None) -> float | None:
     return max(0.0, (time.time() if now is None else now) - mtime)
 
 
-def process_state(pid: int) -> str | None:
-    """The kernel's one-letter state of `pid` (R, S, D, T, Z...), None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def frozen_for(path: str, pid: int) -> float | None:
     """How long the member `pid` beating into `path` has been frozen: its heartbeat's age
     if it is stopped or stuck in the kernel (or its state cannot be read), else None."""
-    state = process_state(pid)
+    state = liveness.state(pid)
     if state is not None and state not in FROZEN_STATES:
         return None
     return age(path)

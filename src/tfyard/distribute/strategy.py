@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from tfyard.distribute.cluster import ClusterConfig, export_tf_config
 from tfyard.distribute.lost import lost_line
 from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED, PREEMPTED_EXIT_CODE, UserError
+from tfyard.process import envvars
 from tfyard.runfiles.files import files_for
 
 STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
@@ -23,10 +24,10 @@ STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "paramet
 MIN_INTER_OP_THREADS = 8
 # The all-reduce members meet here at a normal end (see end_together).
 END_BARRIER = "tfyard_end_of_job"
-END_TIMEOUT_SECS = float(os.environ.get("TFYARD_END_TIMEOUT", 3600))
-_all_reduce_members = False
+END_TIMEOUT_ENV, END_TIMEOUT_S = "TFYARD_END_TIMEOUT", 3600.0
+_end_timeout_s: float | None = None   # set on an all-reduce member: how long end_together waits
 # A SIGTERMed ps / PS worker serves on while the chief is up, for at most this long.
-SERVER_GRACE_S = float(os.environ.get("TFYARD_SERVER_GRACE", 20))
+SERVER_GRACE_ENV, SERVER_GRACE_S = "TFYARD_SERVER_GRACE", 20.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,24 @@ def configure_cpu_replicas(count: int) -> None:
         raise UserError(f"--cpu_replicas {count}: {STARTED}") from None
 
 
+def describe_devices(num_gpus: int) -> str:
+    """The devices a member trains on, named as the driver names them ("1 GPU: NVIDIA H200
+    (compute 9.0)"), so a run's first lines say whether the GPU was found at all."""
+    if not num_gpus:
+        return "on the CPU"
+    import tensorflow as tf
+
+    names = []
+    for gpu in tf.config.list_physical_devices("GPU")[:num_gpus]:
+        details = tf.config.experimental.get_device_details(gpu)
+        major, minor = details.get("compute_capability", ("?", "?"))
+        names.append(f"{details.get('device_name', gpu.name)} (compute {major}.{minor})")
+    counted = {name: names.count(name) for name in names}
+    kinds = ", ".join(f"{count} x {name}" if count > 1 else name
+                      for name, count in counted.items())
+    return f"on {num_gpus} GPU{'s' if num_gpus > 1 else ''}: {kinds}"
+
+
 def _resolver(cluster: ClusterConfig, num_gpus: int):
     import tensorflow as tf
 
@@ -136,8 +155,8 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
         return tf.distribute.MirroredStrategy(devices)
     export_tf_config(cluster)
     if name == "multi_worker_mirrored":
-        global _all_reduce_members
-        _all_reduce_members = True
+        global _end_timeout_s
+        _end_timeout_s = envvars.number(END_TIMEOUT_ENV, END_TIMEOUT_S)
         try:
             return tf.distribute.MultiWorkerMirroredStrategy(
                 cluster_resolver=_resolver(cluster, num_gpus)
@@ -151,7 +170,7 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
     raise AssertionError(f"unhandled strategy {name}")
 
 
-def end_together(timeout: float = END_TIMEOUT_SECS) -> None:
+def end_together() -> None:
     """At a normal end, wait until every all-reduce member has ended too.
 
     The coordination service runs inside the leader (worker 0 or the chief) and takes a
@@ -160,16 +179,17 @@ def end_together(timeout: float = END_TIMEOUT_SECS) -> None:
     ten seconds later. TensorFlow 2.21 offers no public agent shutdown, so the members
     meet at a barrier instead and leave together. A member that really crashed never
     arrives; then the barrier fails or times out, and the launcher names that member.
-    Call only after a successful run; a no-op for every other strategy.
+    Call only after a successful run; a no-op for every other strategy. It waits at most
+    TFYARD_END_TIMEOUT s (default 3600).
     """
-    if not _all_reduce_members:
+    if _end_timeout_s is None:
         return
     import tensorflow as tf
 
     from tfyard import compat
 
     try:
-        compat.wait_at_barrier(END_BARRIER, int(timeout * 1000))
+        compat.wait_at_barrier(END_BARRIER, int(_end_timeout_s * 1000))
     except tf.errors.OpError:  # another member failed; its own exit code reports it
         pass
 
@@ -208,15 +228,15 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
     Gives up, naming the chief's address, if the chief is not reachable within
     `startup_timeout` seconds, so a job whose chief never starts does not hang forever.
     SIGTERM (preemption) returns PREEMPTED_EXIT_CODE once the chief has ended, at most
-    SERVER_GRACE_S later: the chief, signalled too when the whole job is preempted, still
-    needs the variables (ps) and its running closures (workers) to save.
+    TFYARD_SERVER_GRACE s (default 20) later: the chief, signalled too when the whole job
+    is preempted, still needs the variables (ps) and its running closures (workers) to save.
     `chief_files` are the chief's lease, run.json and summary.json: when this task saw the
     lease or run.json (the run directory is shared; the lease alone may come and go between
     two looks) and the chief went without writing its summary, the chief was lost: one line
     and LOST_PEER_EXIT_CODE, so a Kubernetes Job restarts this member with the chief instead
     of counting it done.
     """
-    started = time.time()
+    started, grace = time.time(), envvars.number(SERVER_GRACE_ENV, SERVER_GRACE_S)
     start_server(cluster)
     terminated = _sigterm_event()
     me, chief = f"{cluster.role}:{cluster.task_index}", cluster.jobs["chief"][0]
@@ -244,7 +264,7 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
             return LOST_PEER_EXIT_CODE
         print(f"tfyard: chief {chief} has ended; {me} stops", file=sys.stderr, flush=True)
         return 0
-    ends = time.monotonic() + SERVER_GRACE_S
+    ends = time.monotonic() + grace
     while time.monotonic() < ends and reachable(chief):
         time.sleep(poll / 4)
     print(f"tfyard: {me} got SIGTERM; stops (exit {PREEMPTED_EXIT_CODE}, safe to restart)",

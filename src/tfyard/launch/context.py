@@ -11,6 +11,8 @@ import pickle
 import sys
 from dataclasses import dataclass
 
+from tfyard.storage import scheme_of
+
 PAYLOAD_MODULE = "tfyard.launch.context"
 # Driver environment that members also get, wherever their executor or actor runs: these
 # names, and MLflow's settings (a tracked run's chief logs from its executor or actor).
@@ -37,7 +39,7 @@ class Context:
 
     def absolute_path(self, path: str) -> str:
         """`path` made absolute against the driver's working directory; URLs stay as they are."""
-        if "://" in path or os.path.isabs(path):
+        if scheme_of(path) is not None or os.path.isabs(path):
             return path
         return os.path.join(self.working_dir, path)
 

@@ -31,6 +31,7 @@ from tfyard.launch.output import locked_writer
 from tfyard.launch.ports import reserved_ports
 from tfyard.launch.roster import Member, roster, tf_configs
 from tfyard.launch.supervise import Failure, MemberFailed, describe_exit
+from tfyard.storage import scheme_of
 
 GRACE_S = 10.0
 _FAILURE = "tfyard-member-failure "  # heads the JSON record of a failed member
@@ -128,7 +129,7 @@ def run_function(sc, main_fun: Callable, args: Sequence[str], num_executors: int
 
     board = None
     if tensorboard:  # on the chief's executor, next to its member
-        logdir = log_dir if "://" in log_dir else os.path.abspath(log_dir)
+        logdir = log_dir if scheme_of(log_dir) is not None else os.path.abspath(log_dir)
         board = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", "0",
                  "--bind_all"]
     _run_stage(sc, members, command, write, board)

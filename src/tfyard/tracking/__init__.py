@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tfyard.errors import UserError
+from tfyard.storage import scheme_of
 
 URI_ENV, EXPERIMENT_ENV = "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"
 # MLflow's own credential variables: their values are taken out of every message.
@@ -51,10 +52,22 @@ def settings(uri: str | None = None, experiment: str | None = None,
                     optional, register_model)
 
 
+def environ_set(values: dict[str, str | None]) -> dict[str, str | None]:
+    """Set each variable of `values` in os.environ (None: unset it); what was there before,
+    which this undoes exactly: tracking leaves the user's process as it found it."""
+    before = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    return before
+
+
 def redacted(uri: str | None) -> str | None:
     """`uri` with the password of its user part and its query's values replaced by ***
     (`https://me:secret@host` -> `https://me:***@host`)."""
-    if not uri or "://" not in uri:
+    if not uri or scheme_of(uri) is None:
         return uri
     parts = urlsplit(uri)
     netloc = parts.netloc
@@ -68,7 +81,7 @@ def redacted(uri: str | None) -> str | None:
 def scrubbed(text: str, uri: str | None) -> str:
     """`text` (an error's message) without the secrets of `uri` and of MLflow's variables."""
     secrets = [os.environ.get(name) for name in SECRET_ENVS]
-    if uri and "://" in uri:
+    if uri and scheme_of(uri) is not None:
         parts = urlsplit(uri)
         secrets += [parts.password, *(value for _, value in parse_qsl(parts.query))]
     for secret in filter(None, secrets):

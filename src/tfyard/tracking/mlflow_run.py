@@ -15,15 +15,16 @@
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import re
-import threading
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 from tfyard.errors import UserError
-from tfyard.tracking import Settings, scrubbed
+from tfyard.process.sender import Bounded, Sender, Timing
+from tfyard.tracking import Settings, environ_set, scrubbed
+from tfyard.tracking.failures import said
 
 log = logging.getLogger("tfyard")
 
@@ -31,20 +32,22 @@ QUEUE_MAX = 200_000   # metric values held while the server is away (~40 MB at m
 BATCH = 900           # values a request (MLflow takes 1,000 entries a log_batch)
 PERIOD_S = 2.0        # how often the queue is sent
 FLUSH_S = 30.0        # at the end: how long the queue may take to go
+# a failure is retried after 4, 8, 16, then every 30 s; at the end every second
+TIMING = Timing(period=PERIOD_S, backoff=2 * PERIOD_S, most_backoff=30.0, closing_retry=1.0)
 PARAM_MAX = 6000      # MLflow's longest parameter value
 STEP_TAG = re.compile(r"^tfyard\.(\w+)_step$")   # per kind of report: the last step sent
 MODEL_TAG = "tfyard.model"   # set once the run's export is logged as its model
-# MLflow's own settings, unless the user set them: its HTTP client retries a failed request
-# 7 times with backoff (minutes), but the start check answers in seconds and the sending
-# thread retries on its own; and ending a run prints its address on stdout.
+# MLflow's own settings, unless the user set them, while a Tracker lives (then put back as
+# they were): its HTTP client retries a failed request 7 times with backoff (minutes), but
+# the start check answers in seconds and the sending thread retries on its own; and ending
+# a run prints its address on stdout. MLflow reads them from os.environ at each request.
 DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
             "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 
 def client(settings: Settings):
-    """An MlflowClient of `settings.uri`; a UserError naming the extra when MLflow is absent."""
-    for name, value in DEFAULTS.items():
-        os.environ.setdefault(name, value)
+    """An MlflowClient of `settings.uri`; a UserError naming the extra when MLflow is absent.
+    Bound to the URI: MLflow's process-wide tracking URI is never touched."""
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -54,29 +57,27 @@ def client(settings: Settings):
 
 
 def failure(settings: Settings, exc: BaseException, doing: str) -> str:
-    """One line for a request that failed, secrets taken out."""
-    reason = scrubbed(str(exc).strip().splitlines()[0] if str(exc).strip() else "", settings.uri)
-    return (f"MLflow at {settings.shown} {doing} ({type(exc).__name__}"
-            f"{': ' + reason[:300] if reason else ''})")
+    """One line for a request that failed: what, where, what to check; secrets taken out."""
+    what, check = said(exc)
+    return scrubbed(f"MLflow at {settings.shown} {doing}: {what}; check {check}", settings.uri)
 
 
 class Tracker:
     """The chief's MLflow run: `start` it, `log` each report, `log_outputs` at the end,
     `close` however the run ends (also as a context manager)."""
 
-    def __init__(self, settings: Settings, mlflow, run_id: str, tags: dict[str, str]):
+    def __init__(self, settings: Settings, mlflow, run_id: str, tags: dict[str, str],
+                 environ: dict[str, str | None] | None = None, where: str = ""):
         self.settings, self.mlflow, self.run_id, self.tags = settings, mlflow, run_id, tags
+        self.where = where            # the run in words: experiment, id, its page
+        self._environ = environ or {}  # MLflow's settings as they were before the tracker
         self._high = {found.group(1): int(value) for tag, value in tags.items()
                       if (found := STEP_TAG.match(tag))}   # per kind: last step queued or sent
-        self._queue: collections.deque = collections.deque()
-        self._values = 0             # metric values queued
-        self._dropped = 0            # values dropped when the queue was full
-        self._lock = threading.Lock()
-        self._closing, self._flushed, self._given_up = (threading.Event(), threading.Event(),
-                                                         threading.Event())
         self._warned = False
-        self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-mlflow")
-        self._thread.start()
+        # (kind, step, values) reports in order, weighed by their values
+        self._queue = Bounded(QUEUE_MAX, BATCH, weight=lambda report: len(report[2]))
+        self._sender = Sender(self._send, self._queue, TIMING, "tfyard-mlflow",
+                              on_failing=self._warn)
 
     @classmethod
     def start(cls, settings: Settings, run_id: str | None, name: str, params: dict,
@@ -86,20 +87,25 @@ class Tracker:
         reports of `history` (metrics.jsonl) it lacks. None when the server cannot be used
         and the user chose to go on untracked; otherwise that is a UserError."""
         mlflow = client(settings)
+        environ = environ_set({key: os.environ.get(key, value) for key, value in DEFAULTS.items()})
         try:
             run = _continued(mlflow, run_id, reopen) or _created(mlflow, settings, name, tags)
             known = run.data.params
             _log_params(mlflow, run.info.run_id,
                         {k: v for k, v in params.items() if k not in known})
+            where = _where(mlflow, settings, run, continued=run.info.run_id == run_id)
         except Exception as exc:  # noqa: BLE001 - MLflow and its HTTP client raise many kinds
-            message = failure(settings, exc, "cannot be used") + (
-                "; check --mlflow_uri (or MLFLOW_TRACKING_URI) and the server's credentials")
+            message = failure(settings, exc, "cannot be used")
+            environ_set(environ)
             if not settings.optional:
                 raise UserError(message + ", or pass --mlflow_optional to train untracked") \
                     from None
             log.warning(f"tfyard: warning: {message}; training untracked (--mlflow_optional)")
             return None
-        tracker = cls(settings, mlflow, run.info.run_id, dict(run.data.tags))
+        except BaseException:
+            environ_set(environ)
+            raise
+        tracker = cls(settings, mlflow, run.info.run_id, dict(run.data.tags), environ, where)
         for record in history:
             tracker.log(record)
         return tracker
@@ -117,59 +123,25 @@ class Tracker:
         at = int(record.get("time", time.time()) * 1000)
         values = [Metric(prefix + key, float(value), at, step) for key, value in record.items()
                   if key not in ("kind", "step", "epoch", "time")]
-        with self._lock:
-            self._queue.append((kind, step, values))
-            self._values += len(values)
-            while self._values > QUEUE_MAX:
-                _, _, oldest = self._queue.popleft()
-                self._values -= len(oldest)
-                self._dropped += len(oldest)
+        self._sender.add((kind, step, values))
 
-    def _run(self) -> None:
-        backoff = PERIOD_S
-        while True:
-            closing = self._closing.wait(backoff)
-            try:
-                self._send()
-            except Exception as exc:  # noqa: BLE001 - whatever fails, training goes on
-                if not self._warned:
-                    self._warned = True
-                    log.warning(f"tfyard: warning: {failure(self.settings, exc, 'failed')}; "
-                                "metrics wait in the background (and in metrics.jsonl) until "
-                                "it answers")
-                backoff = min(backoff * 2, 30.0)
-                if closing:   # close() waits FLUSH_S for the server to come back
-                    if self._given_up.wait(1.0):
-                        return
-                continue
-            backoff = PERIOD_S
-            if closing:
-                self._flushed.set()
-                return
+    def _warn(self, exc: Exception) -> None:
+        """Named once, whatever follows: the metrics stay in metrics.jsonl."""
+        if not self._warned:
+            self._warned = True
+            log.warning(f"tfyard: warning: {failure(self.settings, exc, 'failed')}; "
+                        "metrics wait in the background (and in metrics.jsonl) until "
+                        "it answers")
 
-    def _send(self) -> None:
-        """Send the queue in batches; a batch leaves the queue only once the server took it."""
+    def _send(self, batch: list) -> None:
+        """One request: a batch's values and, per kind, the last step it holds; the batch
+        leaves the queue only once the server took it."""
         from mlflow.entities import RunTag
 
-        while True:
-            with self._lock:
-                batch, count, last = [], 0, {}
-                for kind, step, values in self._queue:
-                    if batch and count + len(values) > BATCH:
-                        break
-                    batch.append((kind, step, values))
-                    count += len(values)
-                    last[kind] = step
-            if not batch:
-                return
-            self.mlflow.log_batch(
-                self.run_id, metrics=[value for _, _, values in batch for value in values],
-                tags=[RunTag(f"tfyard.{kind}_step", str(step))
-                      for kind, step in last.items()])
-            with self._lock:
-                for _ in batch:
-                    self._queue.popleft()
-                self._values -= count
+        last = {kind: step for kind, step, _ in batch}
+        self.mlflow.log_batch(
+            self.run_id, metrics=[value for _, _, values in batch for value in values],
+            tags=[RunTag(f"tfyard.{kind}_step", str(step)) for kind, step in last.items()])
 
     def log_outputs(self, files: list[str], export: str | None) -> None:
         """The run's files as artifacts and its export as an MLflow model (registered under
@@ -192,12 +164,16 @@ class Tracker:
     def close(self, status: str | None = "FINISHED") -> int:
         """Send what is queued (for FLUSH_S at most), then end the MLflow run as `status`
         (None: leave it as it is); the number of metric values left unsent (named in a
-        warning)."""
-        self._closing.set()
-        if not self._flushed.wait(FLUSH_S):
-            self._given_up.set()
-        with self._lock:
-            unsent = self._values + self._dropped
+        warning). MLflow's settings are put back as they were before the tracker."""
+        try:
+            return self._close(status)
+        finally:
+            environ_set(self._environ)
+
+    def _close(self, status: str | None) -> int:
+        self._sender.close(FLUSH_S)
+        with self._sender.lock:
+            unsent = self._queue.held + self._queue.dropped
         if unsent:
             log.warning(f"tfyard: warning: {unsent} metrics not sent to MLflow at "
                         f"{self.settings.shown}; they are in metrics.jsonl (`tfyard track "
@@ -241,6 +217,21 @@ def _continued(mlflow, run_id: str | None, reopen: bool):
     if reopen:
         mlflow.update_run(run_id, status="RUNNING")
     return run
+
+
+def _where(mlflow, settings: Settings, run, continued: bool) -> str:
+    """The run in words: its experiment, its id, and its page in the server's UI (for a
+    server that has one: an http(s) URI)."""
+    experiment_id = run.info.experiment_id
+    experiment = mlflow.get_experiment(experiment_id).name
+    said_run = (f"{'continuing' if continued else 'logging to'} MLflow run {run.info.run_id} "
+                f"in experiment {experiment!r}")
+    parts = urlsplit(settings.uri)
+    if parts.scheme in ("http", "https"):   # the page's address, without credentials
+        page = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2],
+                           parts.path.rstrip("/"), "", ""))
+        return f"{said_run}: {page}/#/experiments/{experiment_id}/runs/{run.info.run_id}"
+    return f"{said_run} at {settings.shown}"
 
 
 def _created(mlflow, settings: Settings, name: str, tags: dict):

@@ -17,18 +17,21 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
     """Train `model` on `data` as this process's role in TF_CONFIG says; the run summary
     (summary.json), or None on a ps or worker server of a parameter-server cluster.
 
-    model: a function `(num_classes=, input_shape=) -> keras.Model` (compiled or not), a
-        `"module:function"` string, or a registry name.
-    data: a registry dataset name, or `input_fn(input_context) -> tf.data.Dataset` of
-        per-replica batches `(x, y)` or `(x, y, sample_weight)` (or its `"module:function"`;
-        `input_fn()` without the context too), or such a `tf.data.Dataset` itself, which
-        every replica then reads whole.
-    eval_data: like `data`, for evaluation; a registry dataset evaluates its validation split.
-    num_classes: where no dataset says it (otherwise read from the model's output).
-    class_names: the name of each class id, exported with the model (default: the dataset's
-        names, else the ids); a count other than the model's outputs stops before step 1.
-    options: the `tfyard train` options by their Python names (output_dir, train_steps,
-        batch_size, seed, jit_compile, dtype, ...).
+    Args:
+        model: a function `(num_classes=, input_shape=) -> keras.Model` (compiled or not),
+            a `"module:function"` string, or a registry name.
+        data: a registry dataset name, or `input_fn(input_context) -> tf.data.Dataset` of
+            per-replica batches `(x, y)` or `(x, y, sample_weight)` (or its
+            `"module:function"`; `input_fn()` without the context too), or such a
+            `tf.data.Dataset` itself, which every replica then reads whole.
+        eval_data: like `data`, for evaluation; a registry dataset evaluates its validation
+            split.
+        num_classes: where no dataset says it (otherwise read from the model's output).
+        class_names: the name of each class id, exported with the model (default: the
+            dataset's names, else the ids); a count other than the model's outputs stops
+            before step 1.
+        **options: the `tfyard train` options by their Python names (output_dir,
+            train_steps, batch_size, seed, jit_compile, dtype, ...).
     """
     from tfyard.quiet import drop_python_noise
     from tfyard.train.job import train

@@ -116,8 +116,8 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
         controller, restored, tracker = _controller(prepared, watchdog, publisher)
-        _announce(prepared, restored, controller.state.start_step)
         with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
+            _announce(prepared, restored, controller.state.start_step, tracker)
             with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
                     peer_loss(cluster, plan.strategy, lambda: controller.state.step):
                 state = controller.run()
@@ -268,14 +268,15 @@ def run_record(prepared: Prepared) -> dict:
             "per_replica_batch": numbers.per_replica_batch, "init": prepared.init}
 
 
-def _announce(prepared: Prepared, restored: str | None, start: int) -> None:
+def _announce(prepared: Prepared, restored: str | None, start: int, tracker) -> None:
     numbers, shape, plan = prepared.numbers, prepared.shape, prepared.context.plan
     identity, replicas = prepared.task.identity(), prepared.replicas
     xla = ", XLA" if prepared.trainer.config.jit_compile else ""
     log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
              f"({identity['num_classes']} classes, "
              f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {replicas} "
-             f"replica(s) [{plan.reason}]{xla}")
+             f"replica(s) [{plan.reason}]{xla}, "
+             f"{strategies.describe_devices(prepared.context.plat.num_gpus)}")
     log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "
              f"{numbers.per_replica_batch or 'its batches'} per "
              f"replica x {replicas}; lr {numbers.learning_rate:.4g} {numbers.optimizer} "
@@ -283,6 +284,8 @@ def _announce(prepared: Prepared, restored: str | None, start: int) -> None:
              f"({numbers.steps_per_epoch}/epoch)")
     log.info(f"tfyard: resumed from step {start} ({restored})" if restored
              else "tfyard: starting from step 0 (no checkpoint)")
+    if tracker:
+        log.info(f"tfyard: {tracker.where}")
 
 
 def _finish(prepared: Prepared, state: RunState) -> dict:

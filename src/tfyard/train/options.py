@@ -10,7 +10,6 @@ flag the user sets wins. No TensorFlow import here, so `tfyard train --help` is 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
@@ -30,6 +29,7 @@ from tfyard.flags.declared import (
     positive_float,
     positive_int,
 )
+from tfyard.process import envvars
 from tfyard.train.task import usercode
 
 
@@ -69,7 +69,7 @@ def _platform(name: str):
 
 
 def _startup_timeout() -> float:
-    return float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 600))
+    return envvars.number("TFYARD_STARTUP_TIMEOUT", 600.0)
 
 
 WHAT, HOW, RUN = "what to train", "how long and how big", "distribution, checkpoints and output"

@@ -28,11 +28,12 @@ import glob
 import logging
 import os
 import tempfile
-import threading
 import time
 import uuid
 
 from tfyard.errors import UserError
+from tfyard.process import envvars
+from tfyard.process.sender import Newest, Sender, Timing
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
     EXPORT,
@@ -50,15 +51,10 @@ from tfyard.train.rundir.lease import take_bucket_lease
 log = logging.getLogger("tfyard")
 
 PERIOD_S = 10.0   # how often changed files are uploaded
+# a save is uploaded at once; a failure is retried after 1, 2, 4, 8, then every 10 s
+TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True)
 DOWN_ENV, DOWN_S = "TFYARD_STORE_TIMEOUT", 300.0   # a store failing this long stops the run
 FLAG = "--output_dir"
-
-
-def _down_seconds() -> float:
-    try:
-        return float(os.environ.get(DOWN_ENV, DOWN_S))
-    except ValueError:
-        return DOWN_S
 
 
 def _skipped(name: str) -> bool:
@@ -77,14 +73,11 @@ class Publisher:
         self.store = stores.of(self.place.scheme)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
-        self._pending: str | None = None   # the newest save's snapshot, not yet uploaded
-        self._lock = threading.Lock()
-        self._wake, self._closing, self._flushed = (threading.Event(), threading.Event(),
-                                                    threading.Event())
-        self._failing_since: float | None = None
-        self._error = ""
-        self._thread = threading.Thread(target=self._run, daemon=True, name="tfyard-publish")
-        self._thread.start()
+        self._down_s = envvars.number(DOWN_ENV, DOWN_S)
+        # only the newest save's snapshot waits; then the changed files, every round
+        self._sender = Sender(self._publish_checkpoint, Newest(self.run.files.delete), TIMING,
+                              "tfyard-publish", on_failing=self._warn,
+                              every_round=self._publish_files)
 
     def checkpoint_saved(self, path: str) -> None:
         """Snapshot the save `path` (`.../checkpoints/ckpt-N`) for upload; a UserError when
@@ -95,19 +88,19 @@ class Publisher:
         for file in files.matching(glob.escape(path) + ".*"):
             files.hard_link(file, os.path.join(snapshot, os.path.basename(file)))
         files.copy(os.path.join(os.path.dirname(path), POINTER), os.path.join(snapshot, POINTER))
-        with self._lock:
-            dropped, self._pending = self._pending, snapshot
-        if dropped:
-            files.delete(dropped)
-        self._wake.set()
+        self._sender.add(snapshot)
 
     def check(self) -> None:
-        if self._failing_since is not None and \
-                time.monotonic() - self._failing_since > _down_seconds():
-            raise UserError(self._stranded(f"has failed for {_down_seconds():.0f}s"))
+        since = self._sender.failing_since
+        if since is not None and time.monotonic() - since > self._down_s:
+            raise UserError(self._stranded(f"has failed for {self._down_s:.0f}s"))
+
+    def _warn(self, exc: Exception) -> None:
+        log.warning(f"tfyard: warning: uploading to {self.url} failed ({exc}); "
+                    "retrying in the background")
 
     def _stranded(self, what: str) -> str:
-        return (f"{FLAG} {self.url}: the store {what} ({self._error}); the run's latest "
+        return (f"{FLAG} {self.url}: the store {what} ({self._sender.error}); the run's latest "
                 f"files are kept in {self.copy}: rerun the same command on this machine to "
                 "upload them and resume")
 
@@ -115,57 +108,21 @@ class Publisher:
         """Upload everything that is left; a UserError when the store does not take it
         within the store timeout (at once when it has been failing that long already)."""
         self.check()
-        self._closing.set()
-        self._wake.set()
-        if not self._flushed.wait(_down_seconds()):
+        if not self._sender.close(self._down_s):
             raise UserError(self._stranded(f"did not take the last files within "
-                                           f"{_down_seconds():.0f}s"))
+                                           f"{self._down_s:.0f}s"))
 
-    def _run(self) -> None:
-        backoff = 1.0
-        while True:
-            self._wake.wait(PERIOD_S)
-            self._wake.clear()
-            closing = self._closing.is_set()
-            try:
-                self._publish_checkpoint()
-                self._publish_files()
-            except Exception as exc:  # noqa: BLE001 - whatever fails, the run goes on
-                if self._failing_since is None:
-                    self._failing_since = time.monotonic()
-                    log.warning(f"tfyard: warning: uploading to {self.url} failed ({exc}); "
-                                "retrying in the background")
-                self._error = str(exc)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, PERIOD_S)
-                self._wake.set()
-                continue
-            self._failing_since, backoff = None, 1.0
-            if closing:
-                self._flushed.set()
-                return
-
-    def _publish_checkpoint(self) -> None:
-        with self._lock:
-            snapshot, self._pending = self._pending, None
-        if snapshot is None:
-            return
-        try:
-            listed = {os.path.basename(saved) for saved in checkpoint_paths(snapshot)}
-            saved = self.run.files.matching(os.path.join(glob.escape(snapshot), "*"))
-            for path in sorted(saved):
-                name = os.path.basename(path)   # the files first, then the pointer
-                if name != POINTER:
-                    self._upload(path, f"{CHECKPOINTS}/{name}")
-            self._upload(os.path.join(snapshot, POINTER), f"{CHECKPOINTS}/{POINTER}")
-        except BaseException:
-            with self._lock:   # tried again, unless a newer save came meanwhile
-                if self._pending is None:
-                    self._pending, snapshot = snapshot, None
-            raise
-        finally:
-            if snapshot is not None:
-                self.run.files.delete(snapshot)
+    def _publish_checkpoint(self, batch: list[str]) -> None:
+        """Upload a save's snapshot: its files, then the pointer naming it; then remove the
+        checkpoints the pointer no longer lists. A failed one is tried again (`Newest`)."""
+        snapshot, = batch
+        listed = {os.path.basename(saved) for saved in checkpoint_paths(snapshot)}
+        saved = self.run.files.matching(os.path.join(glob.escape(snapshot), "*"))
+        for path in sorted(saved):
+            name = os.path.basename(path)   # the files first, then the pointer
+            if name != POINTER:
+                self._upload(path, f"{CHECKPOINTS}/{name}")
+        self._upload(os.path.join(snapshot, POINTER), f"{CHECKPOINTS}/{POINTER}")
         for name in sorted(self._remote):
             folder, _, file = name.rpartition("/")
             if folder == CHECKPOINTS and file != POINTER and file.split(".")[0] not in listed:

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from tfyard.distribute.lost import is_peer_loss
 from tfyard.errors import UserError, disk_reason, plain_op_error
+from tfyard.process import envvars, liveness
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import CHECKPOINT_SETTINGS, checkpoint_settings
 from tfyard.train.rundir.directory import checkpoint_paths
@@ -114,20 +115,10 @@ def private_directory() -> str:
     for path in glob.glob(os.path.join(glob.escape(root), f"{PRIVATE}*-*")):
         owner = os.path.basename(path)[len(PRIVATE):].partition("-")[0]
         with contextlib.suppress(OSError):
-            if owner.isdecimal() and not _alive(int(owner)) and \
+            if owner.isdecimal() and not liveness.alive(int(owner)) and \
                     time.time() - os.path.getmtime(path) > ABANDONED_SECONDS:
                 shutil.rmtree(path, ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"{PRIVATE}{os.getpid()}-")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True   # another user's
-    return True
 
 
 class Checkpoints:
@@ -236,9 +227,9 @@ def machine_settings() -> dict:
     return {
         "tensorflow": tf.__version__, "cpus": cpus,
         "intra_op_threads": threading.get_intra_op_parallelism_threads()
-        or int(os.environ.get("TF_NUM_INTRAOP_THREADS") or 0) or cpus,
+        or envvars.number("TF_NUM_INTRAOP_THREADS", 0) or cpus,
         "inter_op_threads": threading.get_inter_op_parallelism_threads()
-        or int(os.environ.get("TF_NUM_INTEROP_THREADS") or 0) or cpus,
+        or envvars.number("TF_NUM_INTEROP_THREADS", 0) or cpus,
     }
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from tfyard.distribute import jobid
 from tfyard.errors import UserError
+from tfyard.process import envvars, liveness
 from tfyard.replace import check_writable
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import LEASE, RunDirectory
@@ -49,28 +50,6 @@ TIMEOUT_S = 60.0
 RENEW_S = 5.0
 TRIES = 5
 FLAG = "--output_dir"
-
-
-def _pid_start(pid: int) -> str | None:
-    """The kernel's start time of `pid` (tells a live holder from a reused pid); None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return "?"  # alive, start time unknown (no /proc)
-
-
-def _timeout() -> float:
-    try:
-        return float(os.environ.get(TIMEOUT_ENV, TIMEOUT_S))
-    except ValueError:
-        return TIMEOUT_S
 
 
 class Why(enum.Enum):
@@ -106,11 +85,11 @@ def stale_reason(holder: dict, me: dict) -> Stale | None:
         pid = holder.get("pid")
         if pid == me["pid"]:
             return Stale(Why.THIS_PROCESS, holder)
-        alive = _pid_start(pid) if isinstance(pid, int) else None
+        alive = liveness.start_time(pid) if isinstance(pid, int) else None
         if alive is None or alive not in ("?", holder.get("pid_start")):
             return Stale(Why.PROCESS_GONE, holder)
         return None
-    if holder["age"] > _timeout():
+    if holder["age"] > envvars.number(TIMEOUT_ENV, TIMEOUT_S):
         return Stale(Why.SILENT, holder)
     return None
 
@@ -125,8 +104,9 @@ def refusal(where: str, holder: dict) -> str:
 
 def claimant() -> dict:
     """Who this process is, as its lease records it."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
-            "started": time.time(), "job": jobid.current(), "token": uuid.uuid4().hex}
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "pid_start": liveness.start_time(os.getpid()), "started": time.time(),
+            "job": jobid.current(), "token": uuid.uuid4().hex}
 
 
 def read(path: str) -> dict | None:

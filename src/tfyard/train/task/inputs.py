@@ -8,7 +8,7 @@ A user's `input_fn` returns a `tf.data.Dataset` of per-replica batches `(x, y)` 
 for more; an endless one needs the number of steps. A resume skips the batches the steps
 before it consumed, so it continues with the ones after; that is exact when the function
 builds the same sequence every time it is called (shuffles and augmentations with fixed
-seeds, `deterministic` order), as the README's "Exact resume" section says.
+seeds, `deterministic` order), as "Exact resume" in docs/faults.md says.
 """
 
 from __future__ import annotations
