@@ -244,8 +244,9 @@ def _run_file_names() -> tuple[set[str], set[str]]:
 
     names = {value for key, value in vars(layout).items()
              if key.isupper() and isinstance(value, str)} | {layout.METRICS + layout.REPORTS}
-    common = {name for name in names if name.replace("_", "").isalpha()}
-    return names - common - {layout.REPORTS}, common
+    # `work` also names the cache's folder of bucket runs' work dirs (storage.default_work)
+    common = {name for name in names if name.replace("_", "").isalpha()} - {layout.WORK}
+    return names - common - {layout.REPORTS, layout.WORK}, common
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -422,6 +423,8 @@ PLACES_ALLOWED: dict[tuple[str, str], str] = {
     "(--force): a user file kept, not an output written",
     ("tfyard.runfiles.files", "os.rename"): "the run directory's `move`, by which the lease "
     "sets a stale lease aside: a rename of the lease, no output written",
+    ("tfyard.storage", "os.rename"): "a run's local copy that an older tfyard left inside the "
+    "default work dir, moved whole to its place (`run_copy`): a copy moved, not an output written",
     ("tfyard.storage.mirror", "os.replace"): "a bucket's object downloaded into the local "
     "cache, its partial name one that the store's copy skips: an input cached, not an output",
 }

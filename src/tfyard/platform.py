@@ -107,8 +107,9 @@ def resolve(
     work, logs = pick(work_dir, "work_dir"), pick(log_dir, "log_dir")
     url = None
     if storage.in_bucket(output, "--output_dir"):
-        url, work = output, _local_work(output, work)
-        output, logs = storage.run_copy(output, work), _in_run_copy(logs, url, output)
+        url, given, work = output, work, _local_work(output, work)
+        output = storage.run_copy(url, given)
+        logs = _in_run_copy(logs, url, output)
     work = work or _join(output, WORK)
     logs = logs or _join(output, LOGS)
     gpus_raw = pick(num_gpus, "num_gpus")
@@ -142,9 +143,7 @@ def _local_work(url: str, work: str | None) -> str:
     if work is not None and is_remote(work):
         raise UserError(f"--work_dir {work}: the work dir is local scratch space (it holds the "
                         f"copy of {url} being written); give a local directory")
-    place = storage.location(url)
-    return work or os.path.join(storage.default_cache(), WORK, place.scheme, place.bucket,
-                                *filter(None, place.key.split("/")))
+    return work or storage.default_work(url)
 
 
 def _in_run_copy(logs: str | None, url: str, copy: str) -> str | None:

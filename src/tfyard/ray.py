@@ -3,10 +3,10 @@
 `main_fun(argv, ctx)` runs once per cluster member, each in its own Python process, the
 child of a Ray actor of one placement group, with TF_CONFIG set; `ctx` has `executor_id`,
 `job_name`, `task_index`, `cluster_spec`, `num_workers` and `absolute_path(path)`. Uses the
-Ray this process is connected to, else `ray.init(address)`. Needs `pip install
-'tfyard[ray]'`; the work is in `tfyard.launch.ray`. `tfyard.ray.predict(ds, run, top_k=5)`
-adds a trained model's classes to a Dataset of images (`read_binary_files`, in
-`tfyard.predict.ray`).
+Ray this process is connected to, else `ray.init(address)`. Needs the `ray` extra
+(`pip install -e '.[ray]'` in a checkout); the work is in `tfyard.launch.ray`.
+`tfyard.ray.predict(ds, run, top_k=5)` adds a trained model's classes to a Dataset of
+images (`read_binary_files`, in `tfyard.predict.ray`).
 """
 
 from __future__ import annotations

@@ -214,11 +214,11 @@ def post(url: str, body: dict) -> tuple[int, str]:
 def test_the_served_model_takes_image_bytes_only_over_rest_and_in_process(
         mlflow_uri, experiment, tmp_path, run, folder, monkeypatch):  # noqa: F811
     import mlflow.pyfunc
-    from tfyard.train.outside.tracked import backfill
 
     import tfyard
     from tfyard.predict.local import locate
     from tfyard.tracking.model import ARTIFACT, ImageClassifier
+    from tfyard.train.outside.tracked import backfill
 
     copy, name = tmp_path / "served", f"served-{experiment}"
     shutil.copytree(run, copy)

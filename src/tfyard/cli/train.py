@@ -73,7 +73,7 @@ def _train(args) -> int:
 
 
 def _evaluate(args) -> int:
-    from tfyard.storage import readable_dir
+    from tfyard.storage import copy_url, readable_dir
     from tfyard.train.rundir.directory import require_run
 
     run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
@@ -81,6 +81,8 @@ def _evaluate(args) -> int:
     from tfyard.train.evaluate import evaluate_output
 
     result = evaluate_output(run, args.split, args.export, args.data_dir)
+    if run != args.output_dir:   # what was evaluated, named where it lives
+        result["source"] = copy_url(result["source"], run, args.output_dir)
     print(json.dumps(result, indent=2))
     from tfyard import tracking
 

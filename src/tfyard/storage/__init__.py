@@ -12,17 +12,23 @@ import here.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
+import uuid
 
 from tfyard.errors import UserError
 from tfyard.storage import stores
 from tfyard.storage.location import BUCKET_SCHEMES, Location, location, scheme_of
+from tfyard.storage.store import Refused
 
-__all__ = ["Location", "default_cache", "in_bucket", "local_output", "location", "object_urls",
-           "read_object", "readable_dir", "readable_path", "refuse_bucket", "run_copy",
-           "scheme_of", "upload_file"]
+__all__ = ["Location", "copy_url", "default_cache", "default_work", "in_bucket", "local_output",
+           "location", "object_urls", "read_object", "readable_dir", "readable_path",
+           "refuse_bucket", "run_copy", "scheme_of", "upload_file"]
+
+log = logging.getLogger("tfyard")
+PROBE = ".tfyard-probe-"   # an output's test write: KEY.tfyard-probe-XXXXXXXX, then removed
 
 
 def in_bucket(path: str, flag: str) -> bool:
@@ -85,14 +91,16 @@ def upload_file(path: str, url: str, flag: str) -> None:
 def local_output(path: str | None, flag: str):
     """A local path to write the output `path` at: `path` itself (None stays None), or for a
     bucket URL a path under the cache that is uploaded when the block ends without an error (a
-    file as the object URL, a folder's files under the prefix URL), then removed. When the
+    file as the object URL, a folder's files under the prefix URL), then removed. A bucket
+    root, or a place the store will not take, is refused before the block runs; when the
     upload fails, the one line names the local copy, which is kept."""
     if path is None or not in_bucket(path, flag):
         yield path
         return
     from tfyard.storage import mirror
 
-    place = location(path, flag)
+    place = _output_place(path, flag, "KEY")
+    _require_writable(place, flag)
     os.makedirs(default_cache(), exist_ok=True)
     folder = tempfile.mkdtemp(prefix="upload-", dir=default_cache())
     local = os.path.join(folder, os.path.basename(place.key) or "output")
@@ -107,12 +115,70 @@ def local_output(path: str | None, flag: str):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_copy(url: str, work_dir: str) -> str:
+def _output_place(url: str, flag: str, part: str) -> Location:
+    """The bucket URL `url` of an output, which must name a place in the bucket: its root
+    would mix the output with everything else the bucket holds."""
+    place = location(url, flag)
+    if not place.key:
+        raise UserError(f"{flag} {url} is a bucket's root, where the output would mix with all "
+                        f"the bucket holds; give a prefix: {place.scheme}://{place.bucket}/{part}")
+    return place
+
+
+def _require_writable(place: Location, flag: str) -> None:
+    """Before any work: a conditional test write beside the output (created only if absent,
+    then removed), so that a missing bucket or one these credentials cannot write is one
+    line now, not after the work."""
+    probe = Location(place.scheme, place.bucket, f"{place.key}{PROBE}{uuid.uuid4().hex[:8]}")
+    objects = stores.of(place.scheme)
+    try:
+        objects.put(probe, b"", flag, if_absent=True)
+    except Refused as exc:   # named as the output the user gave, not as the probe
+        raise Refused(f"{flag} {place}", exc.reason) from None
+    except UserError as exc:
+        raise UserError(str(exc).replace(str(probe), str(place))) from None
+    with contextlib.suppress(UserError):   # written but not removable: a few bytes left
+        objects.delete(probe, flag)
+
+
+def run_copy(url: str, work_dir: str | None) -> str:
     """Where a run in a bucket is written on local disk before it is uploaded:
-    `WORK/bucket-runs/SCHEME/BUCKET/PREFIX`."""
+    `WORK/bucket-runs/SCHEME/BUCKET/PREFIX`, WORK being `work_dir` or the cache. A copy at
+    the place tfyard used before, the default work dir's own `bucket-runs/` (which repeated
+    the URL), is moved here first: the rerun that its stop line asked for finds it."""
+    from tfyard.storage import mirror
+
+    place = _output_place(url, "--output_dir", "PREFIX")
+    copy = mirror.copy_root(place, os.path.join(work_dir or default_cache(), "bucket-runs"))
+    if work_dir is None:
+        _move_old_copy(mirror.copy_root(place, os.path.join(default_work(url), "bucket-runs")),
+                       copy)
+    return copy
+
+
+def _move_old_copy(old: str, copy: str) -> None:
+    if not os.path.isdir(old):
+        return
+    if os.path.exists(copy):
+        log.warning(f"tfyard: warning: {old} holds an older local copy of this run, which is "
+                    f"left there; this run uses {copy}")
+        return
+    os.makedirs(os.path.dirname(copy), exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):   # a member beside this one moved it
+        os.rename(old, copy)
+        log.warning(f"tfyard: moved the run's local copy from {old} to {copy}")
+
+
+def default_work(url: str) -> str:
+    """The work dir of a run in the bucket `url` when no --work_dir is given."""
     place = location(url, "--output_dir")
-    return os.path.join(work_dir, "bucket-runs", place.scheme, place.bucket,
+    return os.path.join(default_cache(), "work", place.scheme, place.bucket,
                         *filter(None, place.key.split("/")))
+
+
+def copy_url(path: str, copy: str, url: str) -> str:
+    """The URL of `path`, a file in `copy`, the local copy of the prefix `url`."""
+    return f"{url.rstrip('/')}/{os.path.relpath(path, copy).replace(os.sep, '/')}"
 
 
 def refuse_bucket(path: str, flag: str, doing: str) -> None:

@@ -2,7 +2,8 @@
 Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's login, the metadata
 server) and STORAGE_EMULATOR_HOST for an emulator. Conditional writes are generation
 preconditions: ifGenerationMatch=0 creates only, ifGenerationMatch=G replaces only version G.
-Each failure a user can fix is one line naming the URL and the fix, never the credentials."""
+Each failure a user can fix is one line naming the URL and the fix, never the credentials; one
+the store answers (`Refused`) is told apart from one it may get over."""
 
 from __future__ import annotations
 
@@ -13,13 +14,9 @@ import warnings
 from collections.abc import Iterator
 
 from tfyard.errors import UserError
+from tfyard.storage import timeouts
 from tfyard.storage.location import Location
-from tfyard.storage.store import Entry, Head
-
-# A wrong endpoint or a store that is down is named in seconds: each request's connect and
-# read timeouts, and retries of transient errors for DEADLINE_S in all.
-TIMEOUT = (5, 60)
-DEADLINE_S = 10
+from tfyard.storage.store import Entry, Head, Refused
 
 
 class GcsStore:
@@ -38,7 +35,10 @@ class GcsStore:
             raise UserError("gs:// paths need the cloud extra: pip install 'tfyard[cloud]'") \
                 from None
         self._storage, self._client = storage, None
-        self.retry = DEFAULT_RETRY.with_deadline(DEADLINE_S)
+        # each try bounded, and transient errors tried again for ATTEMPTS tries' time in all,
+        # so a wrong endpoint or a silent one is named in seconds
+        self.timeout = (timeouts.connect_seconds(), timeouts.request_seconds())
+        self.retry = DEFAULT_RETRY.with_deadline(timeouts.request_seconds() * timeouts.ATTEMPTS)
 
     def where(self) -> str:
         return os.environ.get("STORAGE_EMULATOR_HOST") or "Google's own"
@@ -56,14 +56,14 @@ class GcsStore:
         prefix = f"{place.key}/" if place.key else ""
         with explained(place, flag, self.where()):
             for blob in self.client.list_blobs(place.bucket, prefix=prefix + beginning,
-                                                timeout=TIMEOUT, retry=self.retry):
+                                                timeout=self.timeout, retry=self.retry):
                 name = blob.name[len(prefix):]
                 if name and not name.endswith("/"):
                     yield Entry(name, blob.size, blob.updated.timestamp())
 
     def download(self, place: Location, target: str, flag: str) -> None:
         with explained(place, flag, self.where()), open(target, "wb") as handle:
-            self._blob(place).download_to_file(handle, timeout=TIMEOUT, retry=self.retry)
+            self._blob(place).download_to_file(handle, timeout=self.timeout, retry=self.retry)
 
     def put(self, place: Location, body: bytes, flag: str, *, if_absent: bool = False,
             if_match: str | None = None) -> str | None:
@@ -74,7 +74,7 @@ class GcsStore:
             blob = self._blob(place)
             try:   # a conditional write is idempotent, so retried like any other
                 blob.upload_from_string(body, if_generation_match=generation,
-                                        timeout=TIMEOUT, retry=self.retry)
+                                        timeout=self.timeout, retry=self.retry)
             except PreconditionFailed:
                 return None
         return str(blob.generation)
@@ -83,7 +83,7 @@ class GcsStore:
         """The age is read from the object's update time by this host's clock: the JSON API
         gives the client no clock of its own, and hosts that share a bucket keep NTP time."""
         with explained(place, flag, self.where()):
-            blob = self.client.bucket(place.bucket).get_blob(place.key, timeout=TIMEOUT,
+            blob = self.client.bucket(place.bucket).get_blob(place.key, timeout=self.timeout,
                                                              retry=self.retry)
         if blob is None:
             return None
@@ -94,20 +94,20 @@ class GcsStore:
 
         with explained(place, flag, self.where()):
             try:
-                return self._blob(place).download_as_bytes(timeout=TIMEOUT, retry=self.retry)
+                return self._blob(place).download_as_bytes(timeout=self.timeout, retry=self.retry)
             except NotFound:
                 return None
 
     def upload(self, path: str, place: Location, flag: str) -> None:
         """Resumable for large files, each chunk retried."""
         with open(path, "rb") as handle, explained(place, flag, self.where()):
-            self._blob(place).upload_from_file(handle, timeout=TIMEOUT, retry=self.retry)
+            self._blob(place).upload_from_file(handle, timeout=self.timeout, retry=self.retry)
 
     def delete(self, place: Location, flag: str) -> None:
         from google.api_core.exceptions import NotFound
 
         with explained(place, flag, self.where()), contextlib.suppress(NotFound):
-            self._blob(place).delete(timeout=TIMEOUT, retry=self.retry)
+            self._blob(place).delete(timeout=self.timeout, retry=self.retry)
 
 
 @contextlib.contextmanager
@@ -120,20 +120,22 @@ def explained(url: Location | str, flag: str, endpoint: str):
     try:
         yield
     except auth.DefaultCredentialsError:
-        raise UserError(f"{flag} {url}: no Google credentials found; set "
-                        "GOOGLE_APPLICATION_CREDENTIALS to a key file, or run gcloud auth "
-                        "application-default login") from None
+        raise Refused(f"{flag} {url}", "no Google credentials found; set "
+                      "GOOGLE_APPLICATION_CREDENTIALS to a key file, or run gcloud auth "
+                      "application-default login") from None
     except (auth.RefreshError, exceptions.Unauthorized):
-        raise UserError(f"{flag} {url}: the store refused the Google credentials; check "
-                        "GOOGLE_APPLICATION_CREDENTIALS or log in again") from None
+        raise Refused(f"{flag} {url}", "the store refused the Google credentials; check "
+                      "GOOGLE_APPLICATION_CREDENTIALS or log in again") from None
     except (auth.TransportError, http.ConnectionError, http.Timeout, exceptions.RetryError):
-        raise UserError(f"{flag} {url}: cannot reach the GCS endpoint {endpoint}; check "
-                        "STORAGE_EMULATOR_HOST and the network") from None
+        setting = "STORAGE_EMULATOR_HOST and " if os.environ.get("STORAGE_EMULATOR_HOST") else ""
+        raise UserError(f"{flag} {url}: cannot reach the GCS endpoint {endpoint} within "
+                        f"{timeouts.request_seconds():g}s, {timeouts.ATTEMPTS} tries; check "
+                        f"{setting}the network ({timeouts.REQUEST_ENV} sets the wait)") from None
     except exceptions.NotFound:
-        raise UserError(f"{flag} {url}: no such bucket or object; check the URL") from None
+        raise Refused(f"{flag} {url}", "no such bucket or object; check the URL") from None
     except exceptions.Forbidden:
-        raise UserError(f"{flag} {url}: access denied; give these credentials read (and for "
-                        "outputs, write) access") from None
+        raise Refused(f"{flag} {url}", "access denied; give these credentials read (and for "
+                      "outputs, write) access") from None
     except exceptions.GoogleAPICallError as exc:
         raise UserError(f"{flag} {url}: the store answered {exc.code}; check the URL and the "
                         "store") from None

@@ -32,20 +32,25 @@ def mirrored(place: Location, cache: str, flag: str) -> str:
     entries = list(stores.of(place.scheme).listing(place, flag))
     if not entries:
         raise UserError(f"{flag} {place}: no files under this prefix; check the URL")
-    return _kept_equal(place, entries, cache, flag)
+    return _kept_equal(place, entries, copy_root(place, cache), flag)
 
 
-def pulled_run(place: Location, cache: str, flag: str,
+def copy_root(place: Location, cache: str) -> str:
+    """Where the prefix `place` is copied under `cache`: `CACHE/SCHEME/BUCKET/PREFIX`."""
+    return os.path.join(cache, place.scheme, place.bucket, *filter(None, place.key.split("/")))
+
+
+def pulled_run(place: Location, root: str, flag: str,
                leave: set[str]) -> tuple[str, set[str]]:
-    """The local copy of a run's prefix, which may be empty (a new run), without the objects
-    named in `leave`; and the names the prefix holds."""
+    """The local copy `root` of a run's prefix, which may be empty (a new run), without the
+    objects named in `leave`; and the names the prefix holds."""
     entries = [entry for entry in stores.of(place.scheme).listing(place, flag)
                if entry.name not in leave]
-    return _kept_equal(place, entries, cache, flag), {entry.name for entry in entries}
+    return _kept_equal(place, entries, root, flag), {entry.name for entry in entries}
 
 
-def _kept_equal(place: Location, entries: list[Entry], cache: str, flag: str) -> str:
-    root = _fetched(place, entries, cache, flag)
+def _kept_equal(place: Location, entries: list[Entry], root: str, flag: str) -> str:
+    _fetched(place, entries, root, flag)
     _remove_others(root, {entry.name for entry in entries})
     return root
 
@@ -59,17 +64,18 @@ def copied(place: Location, cache: str, flag: str) -> str:
                if entry.name == base or entry.name.startswith((f"{base}.", f"{base}/"))]
     if not entries:
         raise UserError(f"{flag} {place}: no such object or prefix in the bucket; check the URL")
-    return os.path.join(_fetched(folder, entries, cache, flag), base)
+    root = copy_root(folder, cache)
+    _fetched(folder, entries, root, flag)
+    return os.path.join(root, base)
 
 
-def _fetched(folder: Location, entries: list[Entry], cache: str, flag: str) -> str:
-    """Download the `entries` of `folder` that the local copy lacks or holds in another
-    version; returns the copy's root."""
+def _fetched(folder: Location, entries: list[Entry], root: str, flag: str) -> None:
+    """Download the `entries` of `folder` that its local copy `root` lacks or holds in
+    another version."""
     for entry in entries:
         if ".." in entry.name.split("/") or entry.name.startswith("/"):
             raise UserError(f"{flag} {folder}: the object {entry.name!r} would land outside the "
                             "copy (.. or a leading /); rename it in the bucket")
-    root = os.path.join(cache, folder.scheme, folder.bucket, *filter(None, folder.key.split("/")))
     os.makedirs(root, exist_ok=True)
     stale = [entry for entry in entries if not _current(os.path.join(root, entry.name), entry)]
     objects = stores.of(folder.scheme)
@@ -88,7 +94,6 @@ def _fetched(folder: Location, entries: list[Entry], cache: str, flag: str) -> s
     except OSError as exc:
         raise UserError(f"cannot copy {folder} to {root} ({exc.strerror}); free space there or "
                         "point --work_dir at a larger disk") from None
-    return root
 
 
 def _current(path: str, entry: Entry) -> bool:

@@ -1,7 +1,8 @@
 """The S3 protocol, through boto3 (the `cloud` extra): AWS's own credential chain
 (environment, shared files, web identity), region and `AWS_ENDPOINT_URL_S3` /
 `AWS_ENDPOINT_URL` for any S3-compatible store. Each failure a user can fix is one line
-naming the URL and the fix, never the credentials."""
+naming the URL and the fix, never the credentials; one the store answers (`Refused`) is told
+apart from one it may get over."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from collections.abc import Iterator
 from datetime import timezone
 
 from tfyard.errors import UserError
+from tfyard.storage import timeouts
 from tfyard.storage.location import Location
-from tfyard.storage.store import Entry, Head
+from tfyard.storage.store import Entry, Head, Refused
 
-# A wrong endpoint or a store that is down is named in seconds: a short connect timeout and
-# few attempts (botocore's standard mode backs off between them on transient errors).
-CONNECT_SECONDS = 5
-READ_SECONDS = 60
-ATTEMPTS = 4
+# The settings naming an S3-compatible store's endpoint, the one boto3 takes first
+# in order.
+ENDPOINTS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
 class S3Store:
@@ -35,20 +35,21 @@ class S3Store:
         except ImportError:
             raise UserError("s3:// paths need the cloud extra: pip install 'tfyard[cloud]'") \
                 from None
+        # each try bounded (botocore's standard mode backs off between tries of transient
+        # errors), so a wrong endpoint or a silent one is named in seconds
         self.client = boto3.session.Session().client("s3", config=Config(
-            connect_timeout=CONNECT_SECONDS, read_timeout=READ_SECONDS,
-            retries={"max_attempts": ATTEMPTS, "mode": "standard"},
+            connect_timeout=timeouts.connect_seconds(), read_timeout=timeouts.request_seconds(),
+            retries={"max_attempts": timeouts.ATTEMPTS, "mode": "standard"},
             # checksums only where S3 requires them: many S3-compatible stores refuse the rest
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required"))
 
     def where(self) -> str:
-        return (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-                or "AWS's own")
+        return _endpoint()
 
     def listing(self, place: Location, flag: str, beginning: str = "") -> Iterator[Entry]:
         prefix = f"{place.key}/" if place.key else ""
-        with explained(place, flag, self.where()):
+        with explained(place, flag):
             for page in self.client.get_paginator("list_objects_v2").paginate(
                     Bucket=place.bucket, Prefix=prefix + beginning):
                 for item in page.get("Contents", []):
@@ -57,7 +58,7 @@ class S3Store:
                         yield Entry(name, item["Size"], item["LastModified"].timestamp())
 
     def download(self, place: Location, target: str, flag: str) -> None:
-        with explained(place, flag, self.where()), open(target, "wb") as handle:
+        with explained(place, flag), open(target, "wb") as handle:
             body = self.client.get_object(Bucket=place.bucket, Key=place.key)["Body"]
             shutil.copyfileobj(body, handle, 1 << 20)
 
@@ -68,7 +69,7 @@ class S3Store:
         condition = {"IfNoneMatch": "*"} if if_absent else {}
         if if_match:
             condition["IfMatch"] = if_match
-        with explained(place, flag, self.where()):
+        with explained(place, flag):
             try:
                 return self.client.put_object(Bucket=place.bucket, Key=place.key, Body=body,
                                               **condition)["ETag"]
@@ -78,17 +79,22 @@ class S3Store:
                 raise
 
     def head(self, place: Location, flag: str) -> Head | None:
-        """The object's age is read by the store's own clock (hosts' clocks may differ)."""
+        """The object's age is read by the store's own clock (hosts' clocks may differ). A
+        refusal is named as a GET of the object names it: a HEAD's 403 tells wrong
+        credentials from too few permissions in no way."""
         from email.utils import parsedate_to_datetime
 
         from botocore.exceptions import ClientError
 
-        with explained(place, flag, self.where()):
+        with explained(place, flag):
             try:
                 answer = self.client.head_object(Bucket=place.bucket, Key=place.key)
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") in _MISSING:
+                code = exc.response.get("Error", {}).get("Code")
+                if code in _MISSING:
                     return None
+                if code == "403":   # a HEAD's answer has no body: a GET's names the cause
+                    self.client.get_object(Bucket=place.bucket, Key=place.key, Range="bytes=0-0")
                 raise
         now = parsedate_to_datetime(answer["ResponseMetadata"]["HTTPHeaders"]["date"])
         if now.tzinfo is None:   # HTTP dates are GMT
@@ -98,7 +104,7 @@ class S3Store:
     def read(self, place: Location, flag: str) -> bytes | None:
         from botocore.exceptions import ClientError
 
-        with explained(place, flag, self.where()):
+        with explained(place, flag):
             try:
                 return self.client.get_object(Bucket=place.bucket, Key=place.key)["Body"].read()
             except ClientError as exc:
@@ -108,11 +114,11 @@ class S3Store:
 
     def upload(self, path: str, place: Location, flag: str) -> None:
         """Multipart for large files, each part retried."""
-        with open(path, "rb") as handle, explained(place, flag, self.where()):
+        with open(path, "rb") as handle, explained(place, flag):
             self.client.upload_fileobj(handle, place.bucket, place.key)
 
     def delete(self, place: Location, flag: str) -> None:
-        with explained(place, flag, self.where()):
+        with explained(place, flag):
             self.client.delete_object(Bucket=place.bucket, Key=place.key)
 
 
@@ -123,23 +129,42 @@ _MISSING = ("404", "NoSuchKey", "NotFound")
 
 
 @contextlib.contextmanager
-def explained(url: Location | str, flag: str, endpoint: str):
-    """Turn what boto3 raises into one line naming `flag`, `url` and the fix."""
+def explained(url: Location | str, flag: str):
+    """Turn what boto3 raises into one line naming `flag`, `url` and the fix: a `Refused`
+    when the store said no, a UserError when it could not be reached."""
     from botocore import exceptions
 
     try:
         yield
     except (exceptions.NoCredentialsError, exceptions.PartialCredentialsError):
-        raise UserError(f"{flag} {url}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
-                        "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a web identity") from None
-    except (exceptions.ConnectionError, exceptions.HTTPClientError) as exc:   # timeouts too
-        raise UserError(f"{flag} {url}: cannot reach the S3 endpoint {endpoint} "
-                        f"({type(exc).__name__}); check AWS_ENDPOINT_URL_S3 and the "
-                        "network") from None
+        raise Refused(f"{flag} {url}", "no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+                      "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a web identity") from None
+    except (exceptions.ConnectTimeoutError, exceptions.ReadTimeoutError):
+        raise UserError(f"{flag} {url}: cannot reach the S3 endpoint {_endpoint()}: no answer "
+                        f"within {timeouts.request_seconds():g}s, {timeouts.ATTEMPTS} tries; "
+                        f"check {_setting()} and the network ({timeouts.REQUEST_ENV} sets the "
+                        "wait)") from None
+    except (exceptions.ConnectionError, exceptions.HTTPClientError) as exc:
+        raise UserError(f"{flag} {url}: cannot reach the S3 endpoint {_endpoint()} "
+                        f"({type(exc).__name__}); check {_setting()} and the network") from None
     except exceptions.ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        raise UserError(f"{flag} {url}: {_reason(code, status)}") from None
+        reason = _reason(code, status)
+        if reason.startswith("the store answered"):   # perhaps passing
+            raise UserError(f"{flag} {url}: {reason}") from None
+        raise Refused(f"{flag} {url}", reason) from None
+
+
+def _endpoint() -> str:
+    return next((os.environ[name] for name in ENDPOINTS if os.environ.get(name)), "AWS's own")
+
+
+def _setting() -> str:
+    """The endpoint variable the user set (boto3 takes the first of ENDPOINTS set), or both
+    when none is: AWS's own endpoint needs neither."""
+    return next((name for name in ENDPOINTS if os.environ.get(name)),
+                f"{ENDPOINTS[0]} (or {ENDPOINTS[1]}) for a store that is not AWS,")
 
 
 def _reason(code: str, status) -> str:

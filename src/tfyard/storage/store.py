@@ -8,7 +8,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from tfyard.errors import UserError
 from tfyard.storage.location import Location
+
+
+class Refused(UserError):
+    """The store answered and said no (no such bucket, access denied, no or refused
+    credentials): trying again will not help, so even a running training stops at once.
+    `where` names the flag and URL, `reason` the cause and the fix."""
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ import os
 
 from tfyard.storage.store import Store
 
-# The environment a store reads its settings from (credentials, region, endpoint): what a
-# process reaching a bucket as this one does must inherit (predict's engine workers).
-SETTINGS = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_")
+# The environment a store reads its settings from (credentials, region, endpoint, tfyard's
+# timeouts): what a process reaching a bucket as this one does must inherit (predict's engine
+# workers).
+SETTINGS = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_", "TFYARD_STORE_")
 
 
 def of(scheme: str) -> Store:

@@ -17,7 +17,9 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
   restart on a new node needs nothing from the old one.
 - **Nothing lost at the end.** `published` flushes before the process exits, SIGTERM's save
-  included; a store that stays down ends the run in one line naming the local copy.
+  included; a store that stays down (`TFYARD_STORE_TIMEOUT`) ends the run in one line naming
+  the local copy, and one that refuses (no such bucket, access denied) is named at once and
+  ends it at the next checkpoint.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import time
 import uuid
 
 from tfyard.errors import UserError
-from tfyard.process import envvars
 from tfyard.process.sender import Newest, Sender, Timing
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
@@ -45,6 +46,8 @@ from tfyard.runfiles.layout import (
     RunDirectory,
 )
 from tfyard.storage import location, mirror, stores, upload_file
+from tfyard.storage.store import Refused
+from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.directory import checkpoint_paths
 from tfyard.train.rundir.lease import take_bucket_lease
 
@@ -53,7 +56,6 @@ log = logging.getLogger("tfyard")
 PERIOD_S = 10.0   # how often changed files are uploaded
 # a save is uploaded at once; a failure is retried after 1, 2, 4, 8, then every 10 s
 TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True)
-DOWN_ENV, DOWN_S = "TFYARD_STORE_TIMEOUT", 300.0   # a store failing this long stops the run
 FLAG = "--output_dir"
 
 
@@ -73,11 +75,13 @@ class Publisher:
         self.store = stores.of(self.place.scheme)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
-        self._down_s = envvars.number(DOWN_ENV, DOWN_S)
+        self._down_s = outage_seconds()
+        self._refused: Refused | None = None   # the store said no: nothing more is sent
         # only the newest save's snapshot waits; then the changed files, every round
-        self._sender = Sender(self._publish_checkpoint, Newest(self.run.files.delete), TIMING,
-                              "tfyard-publish", on_failing=self._warn,
-                              every_round=self._publish_files)
+        self._sender = Sender(self._unless_refused(self._publish_checkpoint),
+                              Newest(self.run.files.delete), TIMING, "tfyard-publish",
+                              on_failing=self._warn,
+                              every_round=self._unless_refused(self._publish_files))
 
     def checkpoint_saved(self, path: str) -> None:
         """Snapshot the save `path` (`.../checkpoints/ckpt-N`) for upload; a UserError when
@@ -90,7 +94,22 @@ class Publisher:
         files.copy(os.path.join(os.path.dirname(path), POINTER), os.path.join(snapshot, POINTER))
         self._sender.add(snapshot)
 
+    def _unless_refused(self, send):
+        """`send`, until the store refuses (no such bucket, access denied): trying again will
+        not help, so that is said at once and the run stops at its next checkpoint."""
+        def sent(*batch) -> None:
+            if self._refused is None:
+                try:
+                    send(*batch)
+                except Refused as exc:
+                    self._refused = exc
+                    log.warning(f"tfyard: warning: {FLAG} {self.url}: {exc.reason}; the run "
+                                "stops at its next checkpoint")
+        return sent
+
     def check(self) -> None:
+        if self._refused is not None:
+            raise UserError(f"{FLAG} {self.url}: {self._refused.reason}; {self._kept()}")
         since = self._sender.failing_since
         if since is not None and time.monotonic() - since > self._down_s:
             raise UserError(self._stranded(f"has failed for {self._down_s:.0f}s"))
@@ -100,9 +119,11 @@ class Publisher:
                     "retrying in the background")
 
     def _stranded(self, what: str) -> str:
-        return (f"{FLAG} {self.url}: the store {what} ({self._sender.error}); the run's latest "
-                f"files are kept in {self.copy}: rerun the same command on this machine to "
-                "upload them and resume")
+        return f"{FLAG} {self.url}: the store {what} ({self._sender.error}); {self._kept()}"
+
+    def _kept(self) -> str:
+        return (f"the run's latest files are kept in {self.copy}: rerun the same command on "
+                "this machine to upload them and resume")
 
     def close(self) -> None:
         """Upload everything that is left; a UserError when the store does not take it
@@ -111,6 +132,7 @@ class Publisher:
         if not self._sender.close(self._down_s):
             raise UserError(self._stranded(f"did not take the last files within "
                                            f"{self._down_s:.0f}s"))
+        self.check()   # flushed, or refused meanwhile
 
     def _publish_checkpoint(self, batch: list[str]) -> None:
         """Upload a save's snapshot: its files, then the pointer naming it; then remove the
@@ -223,15 +245,14 @@ def published(plat, cluster):
         return
     place = location(plat.output_url, FLAG)
     if not cluster.is_coordinator:
-        root, _ = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-data"), FLAG,
-                                    leave={LEASE})
+        root, _ = mirror.pulled_run(place, mirror.copy_root(
+            place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
         yield dataclasses.replace(plat, output_dir=root), None
         return
     lease = take_bucket_lease(plat.output_url)
     try:
         _push_newer(place, plat.output_dir)
-        _, names = mirror.pulled_run(place, os.path.join(plat.work_dir, "bucket-runs"), FLAG,
-                                     leave={LEASE})
+        _, names = mirror.pulled_run(place, plat.output_dir, FLAG, leave={LEASE})
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
             yield plat, publisher
