@@ -52,7 +52,7 @@ $(PACKAGE): $(BIN)/python pyproject.toml
 	rm -f $(VENV)/.installed-package-* && touch $@
 
 $(EVERYTHING): $(BIN)/python pyproject.toml
-	$(INSTALL) -e '.[test,spark,ray,dev,parquet,cloud,mlflow]'
+	$(INSTALL) -e '.[test,spark,ray,dev,parquet,cloud,mlflow,optuna]'
 	rm -f $(VENV)/.installed-* && touch $(PACKAGE) $@
 
 $(DOCS): $(PACKAGE)

@@ -3,7 +3,8 @@ sideways, and no module imports itself back through others.
 
     __main__
     cli, and the tfyard.spark entry point
-    bench                       measures train and launch, so it sits on them
+    bench, tune                 measure or search over train runs, placed as launch places
+                                them, so they sit on both
     train, launch, pack
     tracking                    a run in MLflow; its model serves through predict
     predict                     reads SavedModels; train's export builds its signatures
@@ -40,7 +41,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     {"__main__"},
     {"cli", "spark", "ray"},
-    {"bench"},
+    {"bench", "tune"},
     {"train", "launch", "pack"},
     {"tracking"},
     {"predict"},

@@ -18,7 +18,8 @@ from tfyard.flags import Parser
 from tfyard.train.outside.console import configure_console
 
 # (module, command) pairs in the order `tfyard --help` lists them.
-COMMAND_MODULES = ("cluster", "train", "predict", "launch", "pack", "models", "data", "bench")
+COMMAND_MODULES = ("cluster", "train", "tune", "predict", "launch", "pack", "models", "data",
+                   "bench")
 # What a failing disk asks of the user, by command: for predict, --output_dir is the input.
 DISK_FIXES = {
     "train": RESUME_FIX,
@@ -47,7 +48,11 @@ def build_parser() -> Parser:
 def main(argv: list[str] | None = None) -> int:
     keras_startup.skip_optional_imports()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if rest and not hasattr(args, "train_argv"):   # only `tune` passes flags on (to train)
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if rest:
+        args.train_argv = rest
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

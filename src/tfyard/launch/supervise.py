@@ -122,7 +122,7 @@ class Outcome:
                 f"(restarts used: {self.restarts})")
 
 
-class _Stop(Exception):
+class Stopped(Exception):
     """SIGTERM/SIGINT reached the launcher."""
 
     def __init__(self, signum: int):
@@ -252,7 +252,7 @@ class Attempt:
 def supervise(members: Sequence[Member], backend: Backend, policy: Policy,
               write: Callable[[str], None]) -> Outcome:
     """Run attempts of the job until it succeeds, gives up, or a signal stops it."""
-    previous = _install_stop_handlers()
+    previous = install_stop_handlers()
     attempt = None
     counts = {"restarts": 0, "preemptions": 0}
     try:
@@ -275,7 +275,7 @@ def supervise(members: Sequence[Member], backend: Backend, policy: Policy,
                                counts["preemptions"])
             counts["restarts"] += 1
             write(f"tfyard: restarting the job ({counts['restarts']}/{policy.max_restarts})\n")
-    except _Stop as stop:
+    except Stopped as stop:
         name = signal.Signals(stop.signum).name
         if attempt is not None:
             write(f"tfyard: {name} received; members have {policy.grace_period:g}s to save "
@@ -284,14 +284,14 @@ def supervise(members: Sequence[Member], backend: Backend, policy: Policy,
         write(f"tfyard: {name} received; stopped all members\n")
         return Outcome(128 + stop.signum)
     finally:
-        _restore_handlers(previous)
+        restore_handlers(previous)
 
 
 def _run_attempt(attempt: Attempt, replace) -> Failure | None:
     try:
         attempt.start()
         failure = attempt.watch(replace)
-    except _Stop:
+    except Stopped:
         raise  # the caller stops the members, with the grace period for saving
     except BaseException:
         attempt.stop(attempt.policy.grace)
@@ -333,15 +333,15 @@ def _replacer(attempt: Attempt, policy: Policy, counts: dict,
     return replace
 
 
-def _install_stop_handlers() -> dict:
-    """Turn SIGINT/SIGTERM into `_Stop` in the main thread; elsewhere leave them alone."""
+def install_stop_handlers() -> dict:
+    """Turn SIGINT/SIGTERM into `Stopped` in the main thread; elsewhere leave them alone."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
     def handler(signum, _frame):
         for sig in previous:  # a second Ctrl-C must not interrupt the clean-up
             signal.signal(sig, signal.SIG_IGN)
-        raise _Stop(signum)
+        raise Stopped(signum)
 
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
@@ -349,6 +349,6 @@ def _install_stop_handlers() -> dict:
     return previous
 
 
-def _restore_handlers(previous: dict) -> None:
+def restore_handlers(previous: dict) -> None:
     for sig, old in previous.items():
         signal.signal(sig, old)

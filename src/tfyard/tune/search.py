@@ -1,0 +1,169 @@
+"""The search loop: ask Optuna for trials, keep --parallel of them running as `tfyard train`
+processes, tell Optuna how each ended. Everything a rerun needs is in the storage and the
+trial directories, so the same command again continues the study: finished and pruned trials
+stay, a trial a killed tune left running resumes from its own checkpoint (train takes over
+the dead holder's lease), and --trials counts finished and pruned ones."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from tfyard.errors import UserError
+from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
+from tfyard.tune import study as studies
+from tfyard.tune.space import Param, option_argv
+from tfyard.tune.trial import RunningTrial
+
+POLL_S = 0.5
+TRAIN = (sys.executable, "-m", "tfyard", "train")
+
+
+@dataclass(frozen=True)
+class Search:
+    """A checked `tfyard tune` command: what to search, how, and where."""
+
+    space: list[Param]
+    metric: studies.Metric
+    direction: str                  # "maximize" or "minimize"
+    trials: int
+    output_dir: str
+    train_argv: list[str]           # every trial's shared `tfyard train` flags
+    storage: str
+    study_name: str
+    parallel: int = 1
+    threads: int | None = None      # each trial's CPU threads when trials share the machine
+    sampler: str = "tpe"
+    scheduler: str = "none"
+    seed: int | None = None
+    timeout: float | None = None
+    max_failures: int = 2
+    command: tuple[str, ...] = TRAIN  # what a trial runs (tests give a stand-in)
+    fixed_argv: list[str] = field(default_factory=list)   # the space's plain values
+    evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_epochs)
+    epochs: float | None = None     # a trial's length unless the space searches it
+
+    def grid(self) -> dict | None:
+        return {p.name: list(p.values) for p in self.space if p.kind} \
+            if self.sampler == "grid" else None
+
+
+def run(search: Search) -> dict:
+    """Run the study to --trials finished or pruned trials; returns tune.json's content."""
+    optuna = studies.import_optuna()
+    states = optuna.trial.TrialState
+    study = optuna.create_study(
+        storage=studies.open_storage(search.storage), study_name=search.study_name,
+        direction=search.direction, load_if_exists=True, pruner=studies.pruner(search.scheduler),
+        sampler=studies.sampler(search.sampler, search.seed, search.grid()))
+    for name in ("trials", "logs"):
+        os.makedirs(os.path.join(search.output_dir, name), exist_ok=True)
+    wanted = search.trials
+    if search.sampler == "grid":
+        wanted = min(wanted, math.prod(len(values) for values in search.grid().values()))
+    left = [t for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))
+            if _ours(search, t.user_attrs.get("run_dir"))]
+    running: dict[int, RunningTrial] = {}
+    failures, deadline = 0, time.monotonic() + (search.timeout or math.inf)
+    previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
+    try:
+        while True:
+            done = len(study.get_trials(deepcopy=False, states=(states.COMPLETE,
+                                                                 states.PRUNED)))
+            while len(running) < search.parallel and (left or (
+                    done + len(running) < wanted and failures <= search.max_failures
+                    and time.monotonic() < deadline)):
+                trial = _start(search, study, optuna, left.pop(0) if left else None)
+                running[trial.number] = trial
+            if not running:
+                break
+            time.sleep(POLL_S)
+            for number, trial in list(running.items()):
+                if trial.poll():
+                    del running[number]
+                    failures += not _tell(search, study, states, trial)
+                    studies.write_summary(study, search.output_dir, search.storage,
+                                          search.metric.name)
+    except Stopped as stop:
+        for trial in running.values():
+            trial.stop()
+        for trial in running.values():
+            trial.wait()
+        studies.write_summary(study, search.output_dir, search.storage, search.metric.name)
+        print(f"tune: stopped; {len(running)} running trial(s) saved a checkpoint and "
+              "continue when the same command runs again", file=sys.stderr)
+        raise SystemExit(128 + stop.signum) from None
+    finally:
+        restore_handlers(previous)
+    summary = studies.write_summary(study, search.output_dir, search.storage,
+                                    search.metric.name)
+    if failures > search.max_failures:
+        raise UserError(f"{failures} trials failed, more than --max_failures "
+                        f"{search.max_failures}; see {os.path.join(search.output_dir, 'logs')}, "
+                        "fix the cause and rerun the same command to go on")
+    return summary
+
+
+def _ours(search: Search, run_dir: str | None) -> bool:
+    """A trial left running in this study's own directory (a shared storage's other
+    machines resume theirs)."""
+    trials = os.path.join(os.path.abspath(search.output_dir), "trials") + os.sep
+    return bool(run_dir) and os.path.abspath(run_dir).startswith(trials)
+
+
+def _start(search: Search, study, optuna, left) -> RunningTrial:
+    """A new trial asked of the sampler, or `left` (a trial a killed tune left running) with
+    its own params, started as a process. Optuna has no public door back into a running
+    trial, so `left` is reopened by its id."""
+    if left is None:
+        trial = study.ask()
+        params = {p.name: p.suggest(trial) for p in search.space if p.kind}
+        run_dir = os.path.join(os.path.abspath(search.output_dir), "trials",
+                               f"{trial.number:04d}")
+        trial.set_user_attr("run_dir", run_dir)
+        reported, verb = (), "started"
+    else:
+        trial = optuna.trial.Trial(study, left._trial_id)
+        params, run_dir = left.params, left.user_attrs["run_dir"]
+        reported, verb = left.intermediate_values, "resumed"
+    work_dir = os.path.join(os.path.abspath(search.output_dir), "work", f"{trial.number:04d}")
+    command = [*search.command, *search.train_argv, *search.fixed_argv, *option_argv(params),
+               "--output_dir", run_dir, "--work_dir", work_dir]
+    if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
+        epochs = params.get("epochs", search.epochs)
+        command += ["--eval_every_epochs", f"{epochs / search.evaluations:.6g}"]
+    if search.seed is not None and "seed" not in params:
+        command += ["--seed", str(search.seed)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if search.threads:
+        env.update(TF_NUM_INTRAOP_THREADS=str(search.threads), TF_NUM_INTEROP_THREADS="1")
+    log_path = os.path.join(search.output_dir, "logs", f"{trial.number:04d}.log")
+    print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
+    return RunningTrial(trial, run_dir, command, env, log_path, search.metric, reported)
+
+
+def _tell(search: Search, study, states, trial: RunningTrial) -> bool:
+    """Record how `trial` ended; False for a failure."""
+    name, code = search.metric.name, trial.proc.returncode
+    if trial.pruned:
+        study.tell(trial.trial, state=states.PRUNED)
+        print(f"tune: trial {trial.number} pruned at step {max(trial.reported)}: "
+              f"{name} {trial.value:.4g}", flush=True)
+        return True
+    if code == 0 and trial.value is not None and math.isfinite(trial.value):
+        study.tell(trial.trial, trial.value)
+        print(f"tune: trial {trial.number} finished: {name} {trial.value:.4g}", flush=True)
+        return True
+    study.tell(trial.trial, state=states.FAIL)
+    why = describe_exit(code) if code else f"no finite {name} reported"
+    print(f"tune: trial {trial.number} failed ({why}): {trial.tail()}", file=sys.stderr,
+          flush=True)
+    return False
+
+
+def _shown(params: dict) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in params.items()) or "(fixed options only)"

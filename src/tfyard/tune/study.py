@@ -1,0 +1,140 @@
+"""The study's record in Optuna's storage, and its summary beside the trials: `tune.json`
+(the best trial, the storage with its password redacted) and `trials.csv` (one row a trial).
+
+Samplers and pruners are Optuna's, chosen by name; nothing here samples or prunes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass
+
+from tfyard.errors import UserError
+from tfyard.replace import replacing_file
+from tfyard.tracking import redacted, scrubbed
+
+SAMPLERS = ("tpe", "random", "grid")
+SCHEDULERS = ("none", "median", "asha")
+# The figures a run reports (metrics.jsonl): a metric is KIND/NAME, KIND a report's source.
+METRICS = {"validation": ("eval", ("loss", "top1", "top5")),
+           "train": ("train", ("loss", "top1", "top5"))}
+SUMMARY, TABLE, DATABASE = "tune.json", "trials.csv", "study.db"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """`validation/top1`: the `top1` of metrics.jsonl's `eval` reports."""
+
+    name: str
+    kind: str     # the report kind in metrics.jsonl
+    key: str
+
+    def value(self, record: dict) -> float | None:
+        """This metric's figure in one metrics.jsonl record, if it is one of its reports."""
+        return record.get(self.key) if record.get("kind") == self.kind else None
+
+
+def metric(name: str) -> Metric:
+    source, _, key = name.partition("/")
+    kind, keys = METRICS.get(source, (None, ()))
+    if key not in keys:
+        known = ", ".join(f"{s}/{k}" for s, (_, ks) in METRICS.items() for k in ks)
+        raise UserError(f"--metric {name}: not a figure trials report; choose one of {known}")
+    return Metric(name, kind, key)
+
+
+def import_optuna():
+    """Optuna, with its per-trial log lines off (tune prints its own)."""
+    try:
+        import optuna
+    except ImportError:
+        raise UserError("tfyard tune needs Optuna: pip install 'tfyard[optuna]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def shown(url: str) -> str:
+    """`url` with its password and query values as *** (a SQLite path kept as written)."""
+    return redacted(url) if "@" in url or "?" in url else url
+
+
+def default_storage(output_dir: str) -> str:
+    return f"sqlite:///{os.path.abspath(os.path.join(output_dir, DATABASE))}"
+
+
+def open_storage(url: str):
+    """Optuna's storage at `url`, opened now: a wrong URL, driver or server is one line,
+    its password shown as ***."""
+    optuna = import_optuna()
+    try:
+        return optuna.storages.RDBStorage(url)
+    except Exception as exc:  # SQLAlchemy's and the drivers' errors have no common base
+        reason = scrubbed(str(exc).strip().splitlines()[0] if str(exc).strip() else
+                          type(exc).__name__, url)
+        raise UserError(f"--storage {shown(url)}: cannot open it ({reason}); give a "
+                        "database URL Optuna takes, e.g. sqlite:///study.db or "
+                        "postgresql://USER:PASSWORD@HOST/DB") from None
+
+
+def sampler(name: str, seed: int | None, grid: dict | None):
+    """TPE (the default), random, or the grid of `grid` (name -> choices)."""
+    samplers = import_optuna().samplers
+    if name == "grid":
+        class Grid(samplers.GridSampler):
+            """Optuna's grid without its `study.stop()` once every point is taken, which
+            works only inside `Study.optimize`: tune caps --trials at the grid's size."""
+
+            def after_trial(self, *_args) -> None:
+                pass
+
+        return Grid(grid, seed=seed)
+    if name == "random":
+        return samplers.RandomSampler(seed=seed)
+    return samplers.TPESampler(seed=seed)
+
+
+def pruner(name: str):
+    """`median`: below the median of earlier trials at the same step; `asha`: successive
+    halving (asynchronous); `none`: every trial runs to its end."""
+    pruners = import_optuna().pruners
+    return {"none": pruners.NopPruner, "median": pruners.MedianPruner,
+            "asha": pruners.SuccessiveHalvingPruner}[name]()
+
+
+def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dict:
+    """tune.json and trials.csv as the study stands now; returns tune.json's content."""
+    states = import_optuna().trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state == states.COMPLETE]
+    best = study.best_trial if done else None
+    summary = {
+        "study_name": study.study_name, "storage": shown(storage), "metric": metric_name,
+        "direction": study.direction.name.lower(),
+        "best_trial": {"number": best.number, "run_dir": best.user_attrs.get("run_dir")}
+        if best else None,
+        "best_params": best.params if best else None,
+        "best_value": best.value if best else None,
+        "trials": {state.name.lower(): sum(t.state == state for t in trials)
+                   for state in states},
+    }
+    with replacing_file(os.path.join(output_dir, SUMMARY)) as stream:
+        json.dump(summary, stream, indent=2)
+        stream.write("\n")
+    names = sorted({name for t in trials for name in t.params})
+    with replacing_file(os.path.join(output_dir, TABLE)) as stream:
+        table = csv.writer(stream)
+        table.writerow(["number", "state", "value", *names, "run_dir", "started", "ended"])
+        for t in trials:
+            value = "" if t.value is None or not math.isfinite(t.value) else t.value
+            table.writerow([t.number, t.state.name.lower(), value,
+                            *(t.params.get(name, "") for name in names),
+                            t.user_attrs.get("run_dir", ""), _time(t.datetime_start),
+                            _time(t.datetime_complete)])
+    return summary
+
+
+def _time(moment) -> str:
+    return moment.isoformat(timespec="seconds") if moment else ""

@@ -1,0 +1,115 @@
+"""One trial as it runs: an ordinary `tfyard train` process group (launch's), whose
+metrics.jsonl tune reads as it grows, reporting each figure to Optuna and stopping the run
+with SIGTERM when the pruner says so (train saves a checkpoint at SIGTERM and exits with the
+retryable PREEMPTED_EXIT_CODE, so a pruned run ends cleanly, resumable)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+
+from tfyard.launch.local import pump, signal_group, spawn
+from tfyard.tune.study import Metric
+
+METRICS_FILE = "metrics.jsonl"
+GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
+
+
+class RunningTrial:
+    """The process of Optuna trial `trial`, writing its run into `run_dir`; its output goes
+    to `log_path`, whose last lines name a failure."""
+
+    def __init__(self, trial, run_dir: str, command: Sequence[str], env: dict[str, str],
+                 log_path: str, metric: Metric, reported: Sequence[int] = ()):
+        self.trial, self.run_dir, self.log_path, self.metric = trial, run_dir, log_path, metric
+        self.reported = set(reported)   # steps a resumed trial reported before
+        self.value: float | None = None
+        self.pruned, self._offset, self._term_at = False, 0, None
+        self._log = open(log_path, "a", encoding="utf-8")
+        lock = threading.Lock()
+
+        def write(line: str) -> None:
+            with lock:
+                self._log.write(line)
+                self._log.flush()
+
+        self.proc = spawn(command, env)
+        self._pump = pump(self.proc.stdout, f"[trial {trial.number}]", write)
+
+    @property
+    def number(self) -> int:
+        return self.trial.number
+
+    def poll(self) -> bool:
+        """Read the run's new reports, prune it if Optuna says so; True once it has ended."""
+        for record in self._new_records():
+            value = self.metric.value(record)
+            if value is None:
+                continue
+            self.value = value
+            step = int(record["step"])
+            if step not in self.reported and math.isfinite(value) and not self.pruned:
+                self.reported.add(step)
+                self.trial.report(value, step)
+                if self.trial.should_prune():
+                    self.pruned = True
+                    self.stop()
+        if self._term_at is not None and time.monotonic() - self._term_at > GRACE_S:
+            signal_group(self.proc, signal.SIGKILL)
+        if self.proc.poll() is None:
+            return False
+        self._end()
+        self._new_records()  # nothing more comes; the last lines were read above
+        return True
+
+    def stop(self) -> None:
+        """Ask the run to save and exit (SIGTERM to its group); SIGKILL after GRACE_S."""
+        if self._term_at is None:
+            self._term_at = time.monotonic()
+            signal_group(self.proc, signal.SIGTERM)
+
+    def wait(self) -> None:
+        """Wait for a stopped run to save and exit (SIGKILL after GRACE_S)."""
+        try:
+            self.proc.wait(max(0.0, GRACE_S - (time.monotonic() - (self._term_at or 0))))
+        except subprocess.TimeoutExpired:
+            signal_group(self.proc, signal.SIGKILL)
+            self.proc.wait()
+        self._end()
+
+    def tail(self, lines: int = 3) -> str:
+        """The last lines the run printed, for its failure's one line."""
+        with open(self.log_path, encoding="utf-8", errors="replace") as stream:
+            last = [line.strip() for line in stream.readlines()[-lines:]]
+        return " | ".join(line for line in last if line)
+
+    def _end(self) -> None:
+        signal_group(self.proc, signal.SIGKILL)   # grandchildren that outlived the leader
+        self.proc.guard.stdin.close()
+        self.proc.guard.wait()
+        self._pump.join(5)
+        self._log.close()
+
+    def _new_records(self) -> list[dict]:
+        """The complete lines metrics.jsonl gained since the last call."""
+        try:
+            with open(os.path.join(self.run_dir, METRICS_FILE), "rb") as stream:
+                stream.seek(self._offset)
+                data = stream.read()
+        except FileNotFoundError:
+            return []
+        complete = data[:data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        records = []
+        for line in complete.splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue   # a line torn by a kill: the rerun writes the step again
+        return records

@@ -1,0 +1,77 @@
+"""Every wrong `tfyard tune` input is refused in one line, exit 2, before any trial."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.tune.conftest import write_space
+from tfyard.cli import main
+
+GOOD = {"learning_rate": {"loguniform": [0.001, 1.0]}}
+
+
+def _refusal(tmp_path, capsys, *argv, space=GOOD) -> str:
+    """What `tfyard tune` says when it refuses: one line, status 2, no trial started."""
+    command = ["tune", "--space", write_space(tmp_path, space), "--metric", "validation/top1",
+               "--mode", "max", "--trials", "2", "--output_dir", str(tmp_path / "study"),
+               "--epochs", "1", *argv]
+    try:
+        status = main(command)
+    except SystemExit as exc:   # argparse's refusals
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "study" / "trials").exists()
+    return err
+
+
+@pytest.mark.parametrize("space, words", [
+    ({"learnig_rate": {"uniform": [0.1, 0.2]}}, "learnig_rate: not a `tfyard train` option"),
+    ({"learning_rate": {"uniform": [0.5, 0.1]}}, "needs lo < hi"),
+    ({"weight_decay": {"loguniform": [0.0, 0.1]}}, "must stay above 0"),
+    ({"label_smoothing": {"uniform": [0.0, 1.5]}}, "--label_smoothing 1.5: 1.5 must be in"),
+    ({"optimizer": {"choice": ["sgd", "adam"]}}, "invalid choice: 'adam'"),
+    ({"nesterov": {"choice": [True, "yes"]}}, "give true or false"),
+    ({"learning_rate": {"normal": [0.1, 0.2]}}, "give one of loguniform, uniform"),
+    ({"batch_size": {"int": [16.5, 64]}}, "int takes two integers"),
+    ({"output_dir": "elsewhere"}, "tune sets it for each trial"),
+    ("learning_rate: {loguniform: [0.1\n", "not YAML or JSON at line"),
+    ("- a list\n", "give a mapping of train options"),
+])
+def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
+    assert words in _refusal(tmp_path, capsys, space=space)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--metric", "validation/accuracy"], "--metric validation/accuracy: not a figure"),
+    (["--sampler", "grid"], "--sampler grid takes choice entries only; learning_rate"),
+    (["--learning_rate", "0.1"], "learning_rate: both in --space and on the command line"),
+    (["--learning_rate", "-1"], "--learning_rate"),
+    (["--bogus_option", "1"], "unrecognized arguments: --bogus_option 1"),
+    (["--work_dir", "w"], "--work_dir: tune gives each trial its own"),
+    (["--max_number_of_steps", "10"], "give --epochs instead"),
+    (["--parallel", "999"], "run at most"),
+    (["--output_dir", "s3://bucket/study"], "needs --storage URL"),
+    (["--storage", "postgresql://me:s3cret@127.0.0.1:1/db"], "me:***@127.0.0.1:1"),
+    (["--storage", "nosuchdb://x"], "--storage nosuchdb://x: cannot open it"),
+])
+def test_a_wrong_command_line_is_named(tmp_path, capsys, argv, words):
+    err = _refusal(tmp_path, capsys, *argv)
+    assert words in err and "s3cret" not in err
+
+
+def test_the_console_script_refuses_without_a_traceback(tmp_path):
+    result = run_tfyard("tune", "--space", write_space(tmp_path, {"lr": 1}), "--metric",
+                        "validation/top1", "--mode", "max", "--trials", "1",
+                        "--output_dir", tmp_path / "study", "--epochs", "1")
+    assert result.returncode == 2 and result.stderr.startswith("tfyard: error: --space")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_help_names_every_flag():
+    result = run_tfyard("tune", "--help")
+    for flag in ("--space", "--metric", "--mode", "--trials", "--parallel", "--sampler",
+                 "--scheduler", "--storage", "--seed", "--timeout", "--max_failures",
+                 "--output_dir", "TRAIN OPTIONS"):
+        assert flag in result.stdout

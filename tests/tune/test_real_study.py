@@ -1,0 +1,29 @@
+"""One small real study: `tfyard tune` running `tfyard train` trials on the digits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_tfyard
+from tests.train.conftest import FAST, read_jsonl
+from tests.tune.conftest import write_space
+
+pytest.importorskip("optuna")
+
+
+@pytest.mark.slow
+def test_tune_trains_real_trials_and_names_the_best(tmp_path):
+    space = write_space(tmp_path, "learning_rate: {loguniform: [0.01, 0.2]}\n")
+    shared = [a for a in FAST if a not in ("--learning_rate", "0.05")]
+    result = run_tfyard("tune", "--space", space, "--metric", "validation/top1", "--mode",
+                        "max", "--trials", "2", "--output_dir", tmp_path / "study",
+                        "--epochs", "0.3", "--no_export", *shared)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "study" / "tune.json").read_text())
+    assert summary["trials"]["complete"] == 2
+    run = summary["best_trial"]["run_dir"]
+    evals = [r for r in read_jsonl(f"{run}/metrics.jsonl") if r["kind"] == "eval"]
+    assert len(evals) >= 5 and evals[-1]["top1"] == summary["best_value"]
+    assert f"best trial {summary['best_trial']['number']}" in result.stdout

@@ -1,0 +1,101 @@
+"""Studies of stand-in trials: the real search loop, Optuna's storage read back, pruning,
+failures, parallel trials and a rerun after tune's process group was killed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.tune.conftest import TUNE_CODE, eval_records, tune, write_space
+from tfyard.errors import UserError
+
+optuna = pytest.importorskip("optuna")
+SPACE = {"learning_rate": {"loguniform": [0.001, 1.0]}, "epochs": 1}
+
+
+def _argv(tmp_path, *extra, trials=3, space=SPACE):
+    return ["--space", write_space(tmp_path, space), "--metric", "validation/top1", "--mode",
+            "max", "--trials", trials, "--output_dir", tmp_path / "study", "--seed", 1, *extra]
+
+
+def test_a_study_is_optunas_and_names_its_best_run(tmp_path):
+    summary = tune(*_argv(tmp_path, "--parallel", 2, trials=4))
+    study = optuna.load_study(study_name="study",
+                              storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
+    best = study.best_trial
+    saved = json.loads((tmp_path / "study" / "tune.json").read_text())
+    assert saved == summary and saved["best_value"] == best.value
+    assert saved["best_params"] == best.params
+    assert saved["best_trial"]["run_dir"] == str(tmp_path / "study" / "trials" /
+                                                 f"{best.number:04d}")
+    rows = list(csv.DictReader((tmp_path / "study" / "trials.csv").open()))
+    assert [float(r["learning_rate"]) for r in rows] == [t.params["learning_rate"]
+                                                         for t in study.trials]
+    records = eval_records(saved["best_trial"]["run_dir"])   # ten evaluations a trial
+    assert [r["step"] for r in records] == list(range(10, 101, 10))
+    assert records[-1]["top1"] == best.value
+
+
+def test_a_grid_runs_each_choice_once(tmp_path):
+    space = {"learning_rate": {"choice": [0.01, 0.1]}, "epochs": 1}
+    summary = tune(*_argv(tmp_path, "--sampler", "grid", trials=5, space=space))
+    assert summary["trials"]["complete"] == 2 and summary["best_params"] == {
+        "learning_rate": 0.1}
+
+
+def test_a_pruned_trial_stops_early_and_is_marked(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAND_IN_STEP_S", "0.15")
+    summary = tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random", trials=5))
+    study = optuna.load_study(study_name="study",
+                              storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
+    pruned = [t for t in study.trials if t.state.name == "PRUNED"]
+    assert pruned and summary["trials"]["pruned"] == len(pruned)
+    for trial in pruned:   # ended by SIGTERM before its last evaluation
+        assert eval_records(trial.user_attrs["run_dir"])[-1]["step"] < 100
+
+
+def test_failed_trials_are_recorded_until_max_failures(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAND_IN_FAIL_ABOVE", "0")   # every trial diverges
+    with pytest.raises(UserError, match="2 trials failed, more than --max_failures 1"):
+        tune(*_argv(tmp_path, "--max_failures", 1, trials=5))
+    rows = list(csv.DictReader((tmp_path / "study" / "trials.csv").open()))
+    assert [r["state"] for r in rows] == ["fail", "fail"]
+    assert "diverged" in (tmp_path / "study" / "logs" / "0000.log").read_text()
+
+
+def test_a_rerun_after_a_kill_continues_the_study(tmp_path):
+    """SIGKILL of tune's process group takes its trial along; the same command again resumes
+    that trial in its own directory with its own params and runs the rest."""
+    argv = [str(a) for a in _argv(tmp_path, trials=2)]
+    tuner = subprocess.Popen([sys.executable, "-c", TUNE_CODE, *argv], start_new_session=True,
+                             env={**os.environ, "STAND_IN_STEP_S": "0.3"},
+                             stdout=subprocess.DEVNULL)
+    first = tmp_path / "study" / "trials" / "0000" / "metrics.jsonl"
+    deadline = time.monotonic() + 60
+    while not (first.exists() and len(first.read_text().splitlines()) >= 2):
+        assert time.monotonic() < deadline and tuner.poll() is None
+        time.sleep(0.1)
+    os.killpg(tuner.pid, signal.SIGKILL)
+    tuner.wait()
+    time.sleep(1)   # the trial's guard takes the trial's own group down
+    reached = eval_records(first.parent)[-1]["step"]
+    time.sleep(1)
+    assert eval_records(first.parent)[-1]["step"] == reached < 100   # nothing runs on
+    storage = f"sqlite:///{tmp_path / 'study' / 'study.db'}"
+    left = optuna.load_study(study_name="study", storage=storage).trials[0]
+    assert left.state.name == "RUNNING"
+
+    summary = tune(*argv)
+    trials = optuna.load_study(study_name="study", storage=storage).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
+    assert trials[0].params == left.params and summary["trials"]["complete"] == 2
+    steps = [r["step"] for r in eval_records(first.parent)]
+    assert steps == list(range(10, 101, 10))   # continued after its last report
