@@ -232,6 +232,7 @@ OTHER_FILES: dict[tuple[str, str], str] = {
     ("tfyard.platform", "os.path.isdir"): "--data_dir: the data's folder",
     **{("tfyard.train.weights.weight_files", call): "a weight file of any form the user names "
        "(--init_checkpoint), read only" for call in ("open", "os.path.isdir", "os.path.exists")},
+    ("tfyard.tune.trial", "open"): "the trial's log, in the study's logs/ folder",
     **{("tfyard.train.rundir.checkpoint", call): "the private checkpoint folder, in the "
        "system's temporary directory, of a member that writes no run files"
        for call in ("shutil.rmtree", "os.path.getmtime")},
@@ -245,9 +246,11 @@ def _run_file_names() -> tuple[set[str], set[str]]:
 
     names = {value for key, value in vars(layout).items()
              if key.isupper() and isinstance(value, str)} | {layout.METRICS + layout.REPORTS}
-    # `work` also names the cache's folder of bucket runs' work dirs (storage.default_work)
-    common = {name for name in names if name.replace("_", "").isalpha()} - {layout.WORK}
-    return names - common - {layout.REPORTS, layout.WORK}, common
+    # `work` and `logs` also name folders that are not a run's: the cache's of bucket runs'
+    # work dirs (storage.default_work), a study's of its trials' logs (tune.search)
+    others = {layout.WORK, layout.LOGS}
+    common = {name for name in names if name.replace("_", "").isalpha()} - others
+    return names - common - others - {layout.REPORTS}, common
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

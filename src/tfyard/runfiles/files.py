@@ -38,6 +38,16 @@ class LocalFiles:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
 
+    def read_from(self, path: str, offset: int) -> bytes:
+        """The bytes of `path` from `offset` on (what a growing file gained); none if it is
+        missing."""
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read()
+        except FileNotFoundError:
+            return b""
+
     def write_whole(self, path: str, text: str, exclusive: bool = False) -> None:
         """`path` replaced whole (readers never see half a file); with `exclusive`,
         FileExistsError if it exists (an atomic create)."""
