@@ -21,7 +21,7 @@ def test_only_errors_spells_the_preempted_stop_reason():
     found = _where(lambda node: isinstance(node, ast.Constant) and node.value == "preempted")
     # errors declares the stop reason; preemption's console line says the word ("preempted at
     # step N") on its own
-    assert found == {"errors.py", "train/rundir/preemption.py"}, \
+    assert found == {"errors.py", "train/outside/preemption.py"}, \
         f"use errors.PREEMPTED instead: {found}"
 
 

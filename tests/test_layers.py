@@ -9,6 +9,7 @@ sideways, and no module imports itself back through others.
     tracking                    a run in MLflow; its model serves through predict
     predict                     reads SavedModels; train's export builds its signatures
     data, models, distribute, platform (and quiet, keras_startup)
+    runfiles                    a run's files: their names and the operations on them
     replace, progress           how an output is written and how long work shows, which
                                 `data` uses too
     storage                     where a path lives: local disk or a bucket
@@ -21,6 +22,7 @@ laziness keeps start-up fast, it does not make an upward dependency right.
 Inside `train`, its rooms stand in the same order, each above the ones it uses:
 
     train               the loop: job, options, build, loop, controller, actions, evaluate, fit
+    train.outside       the run's ties outside its process: signals, console, MLflow
     train.weights       where the weights start
     train.task          what is trained
     train.rundir        the run directory
@@ -44,13 +46,15 @@ LAYERS = [
     {"tracking"},
     {"predict"},
     {"data", "models", "distribute", "platform", "quiet", "keras_startup"},
+    {"runfiles"},
     {"replace", "progress"},
     {"storage"},
     {"process"},
     {"errors", "flags", "dtypes", "compat", "__init__"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
-TRAIN_ROOMS = ["tfyard.train", "tfyard.train.weights", "tfyard.train.task", "tfyard.train.rundir"]
+TRAIN_ROOMS = ["tfyard.train", "tfyard.train.outside", "tfyard.train.weights", "tfyard.train.task",
+               "tfyard.train.rundir"]
 # (importing module, imported module) pairs allowed against the rule, with the reason.
 ALLOWED: dict[tuple[str, str], str] = {
     ("tfyard", "tfyard.train.fit"): "`tfyard.fit`, the public door, loaded on first use",
@@ -216,6 +220,129 @@ def test_no_folder_has_more_than_a_dozen_modules():
     assert not crowded, f"folders of more than 12 modules: {crowded}"
 
 
+# --- the run directory's one seam ----------------------------------------------------------
+SEAM = "tfyard.runfiles.files"        # the one module that opens, moves and links run files
+NAMES = "tfyard.runfiles.layout"      # the one module that spells their names
+# Calls that write, move or open a file by its path: outside the seam they bypass it.
+FILE_CALLS = {"open", "os.replace", "os.rename", "os.link", "os.makedirs", "shutil.copyfile",
+              "shutil.move", "shutil.rmtree", "tf.io.gfile.GFile", "os.path.exists",
+              "os.path.isfile", "os.path.isdir", "os.path.getmtime"}
+# (module, call) pairs of the readers that touch files which are not a run's, with the reason.
+OTHER_FILES: dict[tuple[str, str], str] = {
+    ("tfyard.platform", "os.path.isdir"): "--data_dir: the data's folder",
+    **{("tfyard.train.weights.weight_files", call): "a weight file of any form the user names "
+       "(--init_checkpoint), read only" for call in ("open", "os.path.isdir", "os.path.exists")},
+    ("tfyard.tune.trial", "open"): "the trial's log, in the study's logs/ folder",
+    **{("tfyard.train.rundir.checkpoint", call): "the private checkpoint folder, in the "
+       "system's temporary directory, of a member that writes no run files"
+       for call in ("shutil.rmtree", "os.path.getmtime")},
+}
+
+
+def _run_file_names() -> tuple[set[str], set[str]]:
+    """The layout's names: those no other string means (`run.json`), and the common words
+    (`export`, `checkpoint`) that only name a run file where a path is built of them."""
+    from tfyard.runfiles import layout
+
+    names = {value for key, value in vars(layout).items()
+             if key.isupper() and isinstance(value, str)} | {layout.METRICS + layout.REPORTS}
+    # `work` and `logs` also name folders that are not a run's: the cache's of bucket runs'
+    # work dirs (storage.default_work), a study's of its trials' logs (tune.search)
+    others = {layout.WORK, layout.LOGS}
+    common = {name for name in names if name.replace("_", "").isalpha()} - others
+    return names - common - others - {layout.REPORTS}, common
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def spelled_run_files(module: str, source: str | None = None) -> list[str]:
+    """Where `module` spells a run file's name: a string that is one, or a path with one
+    as a part (`f"{run}/run.json"`), or a common word joined into a path."""
+    names, common = _run_file_names()
+    tree = ast.parse(MODULES[module].read_text() if source is None else source)
+    skip, found = _docstrings(tree), []
+    joined = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+              and _dotted(node.func) in ("os.path.join", "posixpath.join") for arg in node.args}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) \
+                or id(node) in skip:
+            continue
+        parts = set(node.value.split("/"))
+        a_path = id(node) in joined or "/" in node.value and " " not in node.value
+        if parts & names or a_path and parts & common:
+            found.append(f"{module}:{node.lineno} {node.value!r}")
+    return found
+
+
+def test_run_file_names_are_spelled_in_one_module():
+    spelled = [line for module in MODULES if module != NAMES
+               for line in spelled_run_files(module)]
+    assert not spelled, f"run file names spelled outside {NAMES}:\n" + "\n".join(spelled)
+
+
+def _readers_of_run_files() -> list[str]:
+    """The modules that reach a run's files: those of `train.rundir` and every module that
+    imports the layout or a `train.rundir` module."""
+    return sorted(m for m in MODULES if m != SEAM and (
+        m.startswith("tfyard.train.rundir") or any(
+            name == NAMES or name.startswith("tfyard.train.rundir") for name in imports(m))))
+
+
+def file_calls(module: str, source: str | None = None) -> list[str]:
+    """The calls of `module` that open, test or move a file by its path themselves (the
+    kernel's own files under /proc are not a run's)."""
+    tree = ast.parse(MODULES[module].read_text() if source is None else source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _dotted(node.func) in FILE_CALLS:
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.JoinedStr) and isinstance(first.values[0], ast.Constant) \
+                    and str(first.values[0].value).startswith("/proc/"):
+                continue
+            if (module, _dotted(node.func)) not in OTHER_FILES:
+                found.append(f"{module}:{node.lineno} {_dotted(node.func)}")
+    return found
+
+
+def test_run_files_are_opened_only_through_the_seam():
+    calls = [line for module in _readers_of_run_files() for line in file_calls(module)]
+    assert not calls, f"run files handled outside {SEAM}:\n" + "\n".join(calls)
+
+
+def test_the_seam_checks_see_the_old_bypasses():
+    """The rules must be able to fail: the bypasses the seam replaced are caught."""
+    old = ('"""Docstrings may name run.json."""\n'
+           'import os\nimport shutil\n'
+           'def locate(run):\n'
+           '    if os.path.exists(os.path.join(run, "export", "saved_model")):\n'
+           '        return f"{run}/metrics.jsonl"\n'
+           '    shutil.copyfile(os.path.join(run, "checkpoints", "checkpoint"), run)\n'
+           '    with open(os.path.join(run, "run.json")) as handle:\n'
+           '        return handle.read()\n'
+           'def alive(pid):\n'
+           '    return open(f"/proc/{pid}/stat")\n')
+    module = "tfyard.predict.local"
+    assert sorted(line.split(" ", 1)[1] for line in spelled_run_files(module, old)) == [
+        "'/metrics.jsonl'", "'checkpoint'", "'checkpoints'", "'export'", "'run.json'",
+        "'saved_model'"]
+    assert sorted(line.split(" ", 1)[1] for line in file_calls(module, old)) == [
+        "open", "os.path.exists", "shutil.copyfile"]
+    assert module in _readers_of_run_files()
+
+
 # One definition of each twin: the checks read the source, so a second copy fails them.
 ONE_HOME = {"scheme": "tfyard.storage.location", "liveness": "tfyard.process.liveness",
             "environment number": "tfyard.process.envvars", "sender": "tfyard.process.sender"}
@@ -298,7 +425,7 @@ PLACING = {"replace", "rename", "move", "write_text", "write_bytes"}
 PLACES_ALLOWED: dict[tuple[str, str], str] = {
     ("tfyard.pack.owned", "path.rename"): "moves the user's own Dockerfile aside to NAME.bak "
     "(--force): a user file kept, not an output written",
-    ("tfyard.train.rundir.disk", "os.rename"): "the run directory's `move`, by which the lease "
+    ("tfyard.runfiles.files", "os.rename"): "the run directory's `move`, by which the lease "
     "sets a stale lease aside: a rename of the lease, no output written",
     ("tfyard.storage", "os.rename"): "a run's local copy that an older tfyard left inside the "
     "default work dir, moved whole to its place (`run_copy`): a copy moved, not an output written",

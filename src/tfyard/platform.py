@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from tfyard import storage
 from tfyard.errors import UserError
 from tfyard.flags import rename_flags
+from tfyard.runfiles.files import files_for
+from tfyard.runfiles.layout import LOGS, WORK
 
 FLAGS = ("data_dir", "output_dir", "work_dir", "log_dir", "num_gpus")
 
@@ -108,8 +110,8 @@ def resolve(
         url, given, work = output, work, _local_work(output, work)
         output = storage.run_copy(url, given)
         logs = _in_run_copy(logs, url, output)
-    work = work or _join(output, "work")
-    logs = logs or _join(output, "logs")
+    work = work or _join(output, WORK)
+    logs = logs or _join(output, LOGS)
     gpus_raw = pick(num_gpus, "num_gpus")
     if gpus_raw is None:
         gpus = visible_gpus()
@@ -132,7 +134,7 @@ def resolve(
     )
     if create:
         for path in (platform.output_dir, platform.work_dir, platform.log_dir):
-            make_dirs(path)
+            files_for(path).make_directory(path)
     return platform
 
 
@@ -161,21 +163,6 @@ def _join(base: str, name: str) -> str:
 
 def _absolute(path: str) -> str:
     return path if is_remote(path) else os.path.abspath(os.path.expanduser(path))
-
-
-def make_dirs(path: str) -> None:
-    """Create a directory, locally or through tf.io.gfile for remote schemes."""
-    if is_remote(path):
-        import tensorflow as tf
-
-        tf.io.gfile.makedirs(path)
-        return
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise UserError(
-            f"cannot create directory {path!r} ({exc.strerror}); choose a writable location"
-        ) from None
 
 
 # --- argparse -----------------------------------------------------------------------

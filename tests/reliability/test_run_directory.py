@@ -20,7 +20,7 @@ from tests.conftest import run_tfyard
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.reliability.test_preemption import STEPS, finish, train_alone, train_steps
 from tests.train.conftest import FAST, read_json
-from tfyard.train.rundir.directory import LEASE as LEASE_FILE
+from tfyard.runfiles.layout import LEASE as LEASE_FILE
 
 # Long enough that each run is still training when the test signals or kills it, however
 # slowly the refused second writer starts on a loaded machine (60 steps train in 1-3 s).

@@ -4,7 +4,7 @@ read and predict's inputs and outputs all take gs://, and each fault is one line
 
 The emulator ignores generation preconditions (ifGenerationMatch), so it cannot hold a run's
 lease: there a run is refused in one line, which is what a store without conditional writes
-must get. The lease itself is one code path for both stores (`bucket.BucketLease` over
+must get. The lease itself is one code path for both stores (`lease.InBucket` over
 `Store.put`'s conditions); its refusals and take-overs are tested against moto's S3 server,
 which honours its conditions, in test_s3_runs.py."""
 
@@ -39,7 +39,7 @@ def objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
 
 
 def test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard(gcs, tmp_path):
-    from tfyard.train.rundir.bucket import BucketLease
+    from tfyard.train.rundir.lease import take_bucket_lease
 
     gcs_upload(gcs, two_files(tmp_path / "source"), "copies", "set")
     local = readable_dir("gs://copies/set", str(tmp_path / "work"))
@@ -64,7 +64,7 @@ def test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard(gcs, tmp_pa
     with pytest.raises(UserError, match=r"^--output_dir gs://copies/run: the store http://"
                        r"127\.0\.0\.1:\d+ ignores generation preconditions \(ifGenerationMatch"
                        r"\), so tfyard cannot keep a second run out of this prefix"):
-        BucketLease("gs://copies/run").take()
+        take_bucket_lease("gs://copies/run")
     assert objects(gcs, "copies", "run") == {}   # its trial lease removed
 
 

@@ -85,11 +85,11 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 def test_the_bucket_lease_is_one_writer_through_conditional_writes(s3, monkeypatch):
     from tfyard.errors import UserError
-    from tfyard.train.rundir.bucket import BucketLease
+    from tfyard.train.rundir.lease import take_bucket_lease
 
     bucket(s3, "leases")
     url = "s3://leases/run"
-    lease = BucketLease(url).take()
+    lease = take_bucket_lease(url)
     held = json.loads(objects(s3, "leases", "run")[".tfyard-lease"])
     assert held["token"] == lease.me["token"] and held["pid"] == os.getpid()
     lease.release()
@@ -99,9 +99,9 @@ def test_the_bucket_lease_is_one_writer_through_conditional_writes(s3, monkeypat
     s3.put_object(Bucket="leases", Key="run/.tfyard-lease", Body=json.dumps(other))
     with pytest.raises(UserError, match=r"^s3://leases/run is in use by another run \(host "
                                         r"another-host, pid 1"):
-        BucketLease(url).take()
+        take_bucket_lease(url)
     monkeypatch.setenv("TFYARD_LEASE_TIMEOUT", "-1")   # not renewed in time: stale
-    lease = BucketLease(url).take()
+    lease = take_bucket_lease(url)
     assert json.loads(objects(s3, "leases", "run")[".tfyard-lease"])["token"] == lease.me["token"]
     s3.put_object(Bucket="leases", Key="run/.tfyard-lease", Body=json.dumps(other))
     lease.release()   # no longer ours: left to its holder

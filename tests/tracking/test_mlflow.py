@@ -218,7 +218,7 @@ def test_the_served_model_takes_image_bytes_only_over_rest_and_in_process(
     import tfyard
     from tfyard.predict.local import locate
     from tfyard.tracking.model import ARTIFACT, ImageClassifier
-    from tfyard.train.rundir.tracked import backfill
+    from tfyard.train.outside.tracked import backfill
 
     copy, name = tmp_path / "served", f"served-{experiment}"
     shutil.copytree(run, copy)

@@ -17,8 +17,8 @@ from tfyard.train.actions import (
     MetricsAction,
 )
 from tfyard.train.controller import Callback, Controller, StopTraining
+from tfyard.train.outside.console import Console
 from tfyard.train.rundir.checkpoint import Checkpoints
-from tfyard.train.rundir.console import Console
 from tfyard.train.rundir.report import Reporter
 
 

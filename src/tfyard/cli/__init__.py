@@ -15,7 +15,7 @@ from tfyard import __version__, keras_startup, quiet
 from tfyard.distribute.strategy import end_together
 from tfyard.errors import RESUME_FIX, UserError, disk_error
 from tfyard.flags import Parser
-from tfyard.train.rundir.console import configure_console
+from tfyard.train.outside.console import configure_console
 
 # (module, command) pairs in the order `tfyard --help` lists them.
 COMMAND_MODULES = ("cluster", "train", "tune", "predict", "launch", "pack", "models", "data",

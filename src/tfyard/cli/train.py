@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 from tfyard import platform
 from tfyard.train.options import (
@@ -89,7 +88,7 @@ def _evaluate(args) -> int:
 
     settings = tracking.settings(args.mlflow_uri)
     if settings is not None:
-        from tfyard.train.rundir.tracked import log_evaluation
+        from tfyard.train.outside.tracked import log_evaluation
 
         log_evaluation(settings, run, args.output_dir, result)
         _put_back_run_file(run, args.output_dir)
@@ -99,11 +98,10 @@ def _evaluate(args) -> int:
 def _put_back_run_file(run: str, output_dir: str) -> None:
     """run.json, which now names the MLflow run, back in the bucket a run was copied from."""
     if run != output_dir:
-        from tfyard.storage import upload_file
-        from tfyard.train.rundir.directory import RUN_FILE
+        from tfyard.runfiles.layout import RUN_FILE
+        from tfyard.train.rundir.bucket import put_back
 
-        upload_file(os.path.join(run, RUN_FILE), f"{output_dir.rstrip('/')}/{RUN_FILE}",
-                    "--output_dir")
+        put_back(run, output_dir, RUN_FILE)
 
 
 def _demo(args) -> int:
@@ -127,7 +125,9 @@ def _demo(args) -> int:
 
 
 def _plot(args) -> int:
-    from tfyard.storage import readable_dir, upload_file
+    from tfyard.runfiles.layout import CURVES, RunDirectory
+    from tfyard.storage import readable_dir
+    from tfyard.train.rundir.bucket import put_back
     from tfyard.train.rundir.plot import plot_run
 
     run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
@@ -135,26 +135,26 @@ def _plot(args) -> int:
     if run == args.output_dir:
         print(f"wrote {written}")
         return 0
-    url = f"{args.output_dir.rstrip('/')}/{os.path.basename(written)}"
-    upload_file(written, url, "--output_dir")
+    url = put_back(run, args.output_dir, CURVES)
     print(f"wrote {url} (and {written}); TensorBoard reads the copy: tensorboard --logdir "
-          f"{os.path.join(run, 'logs')}")
+          f"{RunDirectory(run).logs}")
     return 0
 
 
 def _track(args) -> int:
     from tfyard import tracking
     from tfyard.errors import UserError
+    from tfyard.runfiles.layout import RUN_FILE, RunDirectory
     from tfyard.storage import readable_dir
-    from tfyard.train.rundir.directory import RUN_FILE
-    from tfyard.train.rundir.tracked import backfill
+    from tfyard.train.outside.tracked import backfill
 
     settings = tracking.settings(args.mlflow_uri, args.experiment, args.run_name,
                                  register_model=args.register_model)
     if settings is None:
         raise UserError(f"no tracking server: give --mlflow_uri or set {tracking.URI_ENV}")
     run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
-    if not os.path.isfile(os.path.join(run, RUN_FILE)):
+    layout = RunDirectory(run)
+    if not layout.files.has(layout.run_file):
         raise UserError(f"{args.output_dir} holds no {RUN_FILE}; point --output_dir at a "
                         "directory written by `tfyard train`")
     print(backfill(settings, run, args.output_dir))

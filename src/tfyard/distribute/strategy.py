@@ -17,6 +17,7 @@ from tfyard.distribute.cluster import ClusterConfig, export_tf_config
 from tfyard.distribute.lost import lost_line
 from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED, PREEMPTED_EXIT_CODE, UserError
 from tfyard.process import envvars
+from tfyard.runfiles.files import files_for
 
 STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 # Inter-op threads for servers: a PS task with fewer than a handful dead-locks on small machines.
@@ -249,7 +250,7 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
             )
         time.sleep(poll)
     def chief_writes_here() -> bool:
-        return bool(chief_files) and any(os.path.exists(path) for path in chief_files[:2])
+        return bool(chief_files) and any(files_for(path).has(path) for path in chief_files[:2])
 
     misses, shared = 0, False
     while misses < 3 and not terminated.is_set():
@@ -273,11 +274,11 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
 
 def chief_finished(summary: str, since: float) -> bool:
     """Whether the chief wrote its summary after `since`, other than a preemption's."""
+    files = files_for(summary)
     try:
-        if os.path.getmtime(summary) < since:
+        if not files.has(summary) or files.modified(summary) < since:
             return False
-        with open(summary, encoding="utf-8") as handle:
-            return json.load(handle).get("stop_reason") != PREEMPTED
+        return json.loads(files.read_whole(summary)).get("stop_reason") != PREEMPTED
     except (OSError, ValueError, AttributeError):
         return False
 

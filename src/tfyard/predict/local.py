@@ -14,40 +14,33 @@ import time
 from dataclasses import dataclass
 
 from tfyard.errors import UserError
-from tfyard.platform import is_remote
 from tfyard.predict import inputs as listing
 from tfyard.predict.options import PredictOptions, flag
 from tfyard.predict.rows import COLUMNS
 from tfyard.predict.writers import format_of, table
 from tfyard.replace import check_writable
+from tfyard.runfiles.layout import SAVED_MODEL, RunDirectory
 from tfyard.storage import readable_dir
 
 TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
-
-
-def _exists(path: str) -> bool:
-    if is_remote(path):
-        import tensorflow as tf
-
-        return tf.io.gfile.exists(path)
-    return os.path.exists(path)
 
 
 def locate(run: str) -> str:
     """The SavedModel of `run`: a run directory, its export/, or a SavedModel itself;
     checked before TensorFlow loads, so a wrong path answers at once. A run in a bucket
     is read from its local copy (`storage.readable_dir`)."""
-    run = readable_dir(run, None, "--output_dir")
-    for candidate in (run, os.path.join(run, "saved_model"),
-                      os.path.join(run, "export", "saved_model")):
-        if _exists(os.path.join(candidate, "saved_model.pb")):
+    root = readable_dir(run, None, "--output_dir")
+    run = RunDirectory(root)
+    exists = run.files.has
+    for candidate in (root, run.path(SAVED_MODEL), run.saved_model):
+        if exists(os.path.join(candidate, "saved_model.pb")):
             return candidate
-    if not _exists(run):
-        raise UserError(f"{run} does not exist; give {TARGET}")
-    if _exists(os.path.join(run, "run.json")):
-        raise UserError(f"{run} holds no exported model yet (export/saved_model): the run is "
+    if not exists(root):
+        raise UserError(f"{root} does not exist; give {TARGET}")
+    if exists(run.run_file):
+        raise UserError(f"{root} holds no exported model yet (export/saved_model): the run is "
                         "unfinished or trained with --no_export; let it finish, then predict")
-    raise UserError(f"{run} holds no SavedModel (saved_model.pb), export/ or run.json; "
+    raise UserError(f"{root} holds no SavedModel (saved_model.pb), export/ or run.json; "
                     f"give {TARGET}")
 
 

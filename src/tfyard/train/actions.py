@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 from tfyard.errors import PREEMPTED, UserError
 from tfyard.train.controller import Action, RunState
-from tfyard.train.rundir import preemption
+from tfyard.train.outside import preemption
+from tfyard.train.outside.console import Console
 from tfyard.train.rundir.checkpoint import diverged
-from tfyard.train.rundir.console import Console
 
 log = logging.getLogger("tfyard")
 

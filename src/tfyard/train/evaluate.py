@@ -11,12 +11,13 @@ import tensorflow as tf
 
 from tfyard.data.pipeline import split_name
 from tfyard.errors import UserError
+from tfyard.runfiles.layout import RunDirectory
 from tfyard.train.build import dtype_policy
 from tfyard.train.loop import evaluate_model
 from tfyard.train.options import TrainOptions
+from tfyard.train.outside.console import Console
 from tfyard.train.rundir.checkpoint import restore_if_readable, restore_newest
-from tfyard.train.rundir.console import Console
-from tfyard.train.rundir.directory import RunDirectory, read_run, require_run
+from tfyard.train.rundir.directory import read_run, require_run
 from tfyard.train.rundir.report import Reporter
 
 

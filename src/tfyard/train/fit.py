@@ -35,7 +35,7 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
     """
     from tfyard.quiet import drop_python_noise
     from tfyard.train.job import train
-    from tfyard.train.rundir.console import configure_console
+    from tfyard.train.outside.console import configure_console
 
     known = {f.name for f in fields(TrainOptions)}
     unknown = sorted(set(options) - known)

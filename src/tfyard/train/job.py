@@ -21,10 +21,12 @@ from tfyard.distribute.cluster import load_cluster_config
 from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import PREEMPTED, UserError
+from tfyard.runfiles.files import files_for
+from tfyard.runfiles.layout import RunDirectory, WorkDirectory
 from tfyard.train.options import TrainOptions, parse_train_args
+from tfyard.train.outside.console import configure_console
 from tfyard.train.rundir.bucket import published
-from tfyard.train.rundir.console import configure_console
-from tfyard.train.rundir.directory import RunDirectory, read_run, refuse_other_run
+from tfyard.train.rundir.directory import read_run, refuse_other_run
 from tfyard.train.rundir.lease import take_lease
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
@@ -60,12 +62,12 @@ def made_dirs(*paths: str):
     still empty, so a start refused in one line (a wrong --data_dir) leaves nothing behind."""
     created = []
     for path in paths:
-        while not platform_contract.is_remote(path) and not os.path.exists(path) \
-                and path not in created:
+        files = files_for(path)
+        while not files.remote and not files.has(path) and path not in created:
             created.append(path)
             path = os.path.dirname(path)
     for path in paths:
-        platform_contract.make_dirs(path)
+        files_for(path).make_directory(path)
     try:
         yield
     except BaseException:
@@ -102,7 +104,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
             refuse_other_run(plat.output_dir, **task.identity())
             return run_sidecar(options, plat, task)
         from tfyard.train.build import RunContext, prepare, start_strategy
-        from tfyard.train.rundir import preemption
+        from tfyard.train.outside import preemption
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
@@ -124,7 +126,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
                 strategies.end_together()  # all-reduce members stopped at the same step
                 preemption.exit_preempted(state.step)
             if tracker:
-                from tfyard.train.rundir import tracked
+                from tfyard.train.outside import tracked
 
                 tracked.outputs(tracker, plat.output_dir)
         return summary
@@ -143,7 +145,7 @@ def _tracker(prepared: Prepared):
 
     import tensorflow as tf
 
-    from tfyard.train.rundir import tracked
+    from tfyard.train.outside import tracked
 
     shape = {"strategy": plan.strategy, "replicas": prepared.replicas,
              "workers": max(cluster.num_workers, 1), "ps": len(cluster.jobs.get("ps", ())),
@@ -159,7 +161,7 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
     `publisher` too, for a run in a bucket, and each report to the tracker."""
     from tfyard.train import actions
     from tfyard.train.controller import Controller
-    from tfyard.train.rundir.console import Console
+    from tfyard.train.outside.console import Console
     from tfyard.train.rundir.export import export_model
     from tfyard.train.rundir.report import Reporter
 
@@ -239,14 +241,14 @@ def _example_id_log(plat, cluster, trainer):
     re-runs again, so the last line of a step is the one its checkpointed weights saw."""
     from tfyard.train.controller import Callback
 
-    directory = os.path.join(plat.work_dir, "example_ids")
-    platform_contract.make_dirs(directory)
-    path = os.path.join(directory, f"{_member(cluster)}.jsonl")
+    work = WorkDirectory(plat.work_dir)
+    work.files.make_directory(work.example_ids)
+    path = work.member_example_ids(_member(cluster))
 
     def write(state) -> None:
         steps = trainer.take_example_ids()
         first = state.step - len(steps)
-        with open(path, "a") as handle:
+        with work.files.appending(path) as handle:
             handle.write("".join(json.dumps({"step": first + i, "ids": ids}) + "\n"
                                  for i, ids in enumerate(steps)))
 
@@ -307,9 +309,9 @@ def _finish(prepared: Prepared, state: RunState) -> dict:
     }
     if "export" in state.outputs:
         summary["export"] = state.outputs["export"]
-    platform_contract.make_dirs(os.path.join(plat.work_dir, "members"))
-    write_json_atomic(os.path.join(plat.work_dir, "members", f"{_member(cluster)}.json"),
-                      summary)
+    work = WorkDirectory(plat.work_dir)
+    work.files.make_directory(work.members)
+    write_json_atomic(work.member_summary(_member(cluster)), summary)
     if not cluster.is_coordinator:
         return summary
     if options.skip_corrupt:

@@ -21,7 +21,7 @@ import tensorflow as tf
 from tfyard import compat
 from tfyard.data.release import drained, release
 from tfyard.train.optim import decayed_variables
-from tfyard.train.rundir import preemption
+from tfyard.train.outside import preemption
 from tfyard.train.task.objectives import COUNT, LOSS, Objective
 
 

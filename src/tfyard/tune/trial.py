@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import subprocess
 import threading
@@ -15,9 +14,9 @@ import time
 from collections.abc import Sequence
 
 from tfyard.launch.local import pump, signal_group, spawn
+from tfyard.runfiles.layout import RunDirectory
 from tfyard.tune.study import Metric
 
-METRICS_FILE = "metrics.jsonl"
 GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
 
 
@@ -98,12 +97,8 @@ class RunningTrial:
 
     def _new_records(self) -> list[dict]:
         """The complete lines metrics.jsonl gained since the last call."""
-        try:
-            with open(os.path.join(self.run_dir, METRICS_FILE), "rb") as stream:
-                stream.seek(self._offset)
-                data = stream.read()
-        except FileNotFoundError:
-            return []
+        run = RunDirectory(self.run_dir)
+        data = run.files.read_from(run.metrics, self._offset)
         complete = data[:data.rfind(b"\n") + 1]
         self._offset += len(complete)
         records = []

@@ -13,8 +13,8 @@ import pytest
 from tfyard.distribute.cluster import parse_tf_config
 from tfyard.distribute.jobid import JOB_ENV
 from tfyard.errors import UserError
-from tfyard.train.rundir.directory import LEASE as LEASE_FILE
-from tfyard.train.rundir.lease import TIMEOUT_ENV, take_lease
+from tfyard.runfiles.layout import LEASE as LEASE_FILE
+from tfyard.train.rundir.lease import TIMEOUT_ENV, Why, claimant, stale_reason, take_lease
 
 SINGLE = parse_tf_config(None)
 
@@ -85,3 +85,27 @@ def test_the_holder_puts_back_an_export_set_aside_and_removes_what_killed_writes
     take_lease(str(tmp_path), SINGLE).release()
     assert sorted(os.listdir(tmp_path)) == ["export"]
     assert (tmp_path / "export" / "saved_model.pb").exists()
+
+
+def test_why_a_lease_may_be_taken_is_data_and_only_news_is_said(tmp_path, monkeypatch, caplog):
+    me = claimant()
+    here = {"host": me["host"], "pid_start": "1", "age": 0.0, "job": None}
+    cases = {
+        Why.SAME_JOB: {**here, "pid": 1, "job": "job-7"},
+        Why.THIS_PROCESS: {**here, "pid": me["pid"]},
+        Why.PROCESS_GONE: {**here, "pid": 2 ** 22 + 1},
+        Why.SILENT: {"host": "elsewhere", "pid": 1, "age": 61.0},
+    }
+    monkeypatch.setattr("tfyard.train.rundir.lease.jobid.current", lambda: "job-7")
+    me = claimant()
+    for why, holder in cases.items():
+        stale = stale_reason(holder, me)
+        assert stale.why is why and stale.said == (why in (Why.PROCESS_GONE, Why.SILENT))
+    assert str(stale_reason(cases[Why.PROCESS_GONE], me)) == f"its process {2 ** 22 + 1} is gone"
+    assert str(stale_reason(cases[Why.SILENT], me)) == "not renewed for 61s"
+    assert stale_reason({"host": "elsewhere", "pid": 1, "age": 1.0}, me) is None
+    held(tmp_path, host=me["host"], pid=2 ** 22 + 1)   # a killed run: its take-over is said
+    with caplog.at_level("INFO", logger="tfyard"):
+        take_lease(str(tmp_path), SINGLE).release()
+    assert [r.message for r in caplog.records] == [
+        f"tfyard: took over the lease on {tmp_path} (its process {2 ** 22 + 1} is gone)"]

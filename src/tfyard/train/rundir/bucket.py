@@ -12,10 +12,8 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
   dropped, so a slow store costs neither memory nor disk beyond two checkpoints.
 - **Everything else** (metrics, run.json, summaries, TensorBoard events, curves, export) is
   uploaded when it changed, every PERIOD_S seconds and at the end.
-- **One writer.** `BucketLease` holds `PREFIX/.tfyard-lease` through the store's conditional
-  writes: created only if absent (S3's If-None-Match, GCS's ifGenerationMatch=0), renewed and
-  taken over only as the version read (If-Match, ifGenerationMatch=G). A store that ignores
-  them is refused in one line.
+- **One writer.** The member that writes holds the run's lease in the bucket (`lease`: the
+  same rules as on disk, kept by the store's conditional writes).
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
   restart on a new node needs nothing from the old one.
 - **Nothing lost at the end.** `published` flushes before the process exits, SIGTERM's save
@@ -29,123 +27,50 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
-import json
 import logging
 import os
-import shutil
-import threading
+import tempfile
 import time
 import uuid
 
 from tfyard.errors import UserError
 from tfyard.process.sender import Newest, Sender, Timing
-from tfyard.storage import location, mirror, stores
+from tfyard.runfiles.layout import (
+    CHECKPOINTS,
+    EXPORT,
+    EXPORT_ASIDE,
+    EXPORT_STAGED,
+    LEASE,
+    POINTER,
+    PUBLISHING,
+    RunDirectory,
+)
+from tfyard.storage import location, mirror, stores, upload_file
 from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
-from tfyard.train.rundir import lease as leases
-from tfyard.train.rundir.directory import CHECKPOINTS, EXPORT, LEASE
+from tfyard.train.rundir.directory import checkpoint_paths
+from tfyard.train.rundir.lease import take_bucket_lease
 
 log = logging.getLogger("tfyard")
 
 PERIOD_S = 10.0   # how often changed files are uploaded
 # a save is uploaded at once; a failure is retried after 1, 2, 4, 8, then every 10 s
 TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True)
-POINTER = "checkpoint"   # TensorFlow's state file: names the latest checkpoints
-SNAPSHOTS = ".tfyard-publishing"   # in the copy: saves waiting for upload (hard links)
 FLAG = "--output_dir"
 
 
 def _skipped(name: str) -> bool:
     """Files of the copy that are not the run's: the lease, temporaries, snapshots."""
     first = name.split("/", 1)[0]
-    return (first in (CHECKPOINTS, SNAPSHOTS, LEASE, EXPORT + ".tmp", EXPORT + ".old")
+    return (first in (CHECKPOINTS, PUBLISHING, LEASE, EXPORT_STAGED, EXPORT_ASIDE)
             or ".tmp-" in name or mirror.PARTIAL in name)
-
-
-class BucketLease:
-    """The one-writer lease of a run in a bucket (see `lease` for the rules a claimant
-    follows; here the store's conditional writes make create and take-over atomic)."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self.place = location(url, FLAG).child(LEASE)
-        self.store = stores.of(self.place.scheme)
-        self.me = leases.claimant()
-        self.version: str | None = None
-        self._stop = threading.Event()
-
-    def take(self) -> BucketLease:
-        for _ in range(5):
-            holder, version = self._read()
-            if holder is None:
-                self.version = self.store.put(self.place, self._body(), FLAG, if_absent=True)
-                if self.version:
-                    self._require_conditions()
-                    break
-                continue
-            why = leases.stale_reason(holder, self.me)
-            if why is None:
-                raise UserError(leases.refusal(self.url, holder))
-            self.version = self.store.put(self.place, self._body(), FLAG, if_match=version)
-            if self.version:
-                if why != "this process" and "job" not in why:
-                    log.info(f"tfyard: took over the lease on {self.url} ({why})")
-                break
-        else:
-            raise UserError(f"{self.url} is being claimed by several runs at once; start one")
-        threading.Thread(target=self._renew, daemon=True, name="tfyard-bucket-lease").start()
-        return self
-
-    def _body(self) -> bytes:
-        return json.dumps(self.me).encode()
-
-    def _read(self) -> tuple[dict | None, str | None]:
-        found = self.store.head(self.place, FLAG)
-        if found is None:
-            return None, None
-        try:
-            holder = json.loads(self.store.read(self.place, FLAG) or b"")
-        except ValueError:
-            holder = {}
-        if not isinstance(holder, dict):
-            holder = {}
-        return {**holder, "age": found.age}, found.version
-
-    def _require_conditions(self) -> None:
-        """A store that ignores conditional writes would let a second run in: refuse it."""
-        if self.store.put(self.place, self._body(), FLAG, if_absent=True) is None:
-            return
-        self.store.delete(self.place, FLAG)
-        raise UserError(f"{FLAG} {self.url}: the store {self.store.where()} ignores "
-                        f"{self.store.conditions}, so tfyard cannot keep a second run out of "
-                        "this prefix; use a store that has them (AWS S3, GCS, MinIO, Ceph, R2) "
-                        "or a local --output_dir")
-
-    def _renew(self) -> None:
-        while not self._stop.wait(leases.RENEW_S):
-            try:
-                version = self.store.put(self.place, self._body(), FLAG, if_match=self.version)
-            except Exception:  # noqa: BLE001 - the store is down: the next renewal tries again
-                continue
-            if version is None:
-                log.warning(f"tfyard: warning: lost the lease on {self.url} to another run "
-                            "(this one was silent too long); its files may mix")
-                return
-            self.version = version
-
-    def release(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(UserError):
-            found = self.store.head(self.place, FLAG)
-            if found is not None and found.version == self.version:
-                self.store.delete(self.place, FLAG)
 
 
 class Publisher:
     """Uploads the local copy of a run to its bucket prefix in the background."""
 
     def __init__(self, url: str, copy: str, names: set[str]):
-        self.url, self.copy = url, copy
+        self.url, self.copy, self.run = url, copy, RunDirectory(copy)
         self.place = location(url, FLAG)
         self.store = stores.of(self.place.scheme)
         self._remote = set(names)   # what the prefix holds, as names relative to it
@@ -153,20 +78,20 @@ class Publisher:
         self._down_s = outage_seconds()
         self._refused: Refused | None = None   # the store said no: nothing more is sent
         # only the newest save's snapshot waits; then the changed files, every round
-        self._sender = Sender(self._unless_refused(self._publish_checkpoint), Newest(_remove),
-                              TIMING, "tfyard-publish", on_failing=self._warn,
+        self._sender = Sender(self._unless_refused(self._publish_checkpoint),
+                              Newest(self.run.files.delete), TIMING, "tfyard-publish",
+                              on_failing=self._warn,
                               every_round=self._unless_refused(self._publish_files))
 
     def checkpoint_saved(self, path: str) -> None:
         """Snapshot the save `path` (`.../checkpoints/ckpt-N`) for upload; a UserError when
         the store has been failing for too long."""
         self.check()
-        snapshot = os.path.join(self.copy, SNAPSHOTS, uuid.uuid4().hex)
-        os.makedirs(snapshot)
-        for file in glob.glob(glob.escape(path) + ".*"):
-            os.link(file, os.path.join(snapshot, os.path.basename(file)))
-        shutil.copyfile(os.path.join(os.path.dirname(path), POINTER),
-                        os.path.join(snapshot, POINTER))
+        files, snapshot = self.run.files, os.path.join(self.run.publishing, uuid.uuid4().hex)
+        files.make_directory(snapshot)
+        for file in files.matching(glob.escape(path) + ".*"):
+            files.hard_link(file, os.path.join(snapshot, os.path.basename(file)))
+        files.copy(os.path.join(os.path.dirname(path), POINTER), os.path.join(snapshot, POINTER))
         self._sender.add(snapshot)
 
     def _unless_refused(self, send):
@@ -213,10 +138,12 @@ class Publisher:
         """Upload a save's snapshot: its files, then the pointer naming it; then remove the
         checkpoints the pointer no longer lists. A failed one is tried again (`Newest`)."""
         snapshot, = batch
-        listed = _listed(os.path.join(snapshot, POINTER))
-        for name in sorted(os.listdir(snapshot)):   # the files first, then the pointer
+        listed = {os.path.basename(saved) for saved in checkpoint_paths(snapshot)}
+        saved = self.run.files.matching(os.path.join(glob.escape(snapshot), "*"))
+        for path in sorted(saved):
+            name = os.path.basename(path)   # the files first, then the pointer
             if name != POINTER:
-                self._upload(os.path.join(snapshot, name), f"{CHECKPOINTS}/{name}")
+                self._upload(path, f"{CHECKPOINTS}/{name}")
         self._upload(os.path.join(snapshot, POINTER), f"{CHECKPOINTS}/{POINTER}")
         for name in sorted(self._remote):
             folder, _, file = name.rpartition("/")
@@ -236,8 +163,8 @@ class Publisher:
                 if version is not None and self._sent.get(name) != version:
                     self._upload(path, name)
                     self._sent[name] = version
-        swapping = any(os.path.exists(os.path.join(self.copy, EXPORT + end))
-                       for end in (".tmp", ".old"))
+        swapping = any(self.run.files.has(self.run.path(name))
+                       for name in (EXPORT_STAGED, EXPORT_ASIDE))
         for name in sorted(self._remote - present):
             if not _skipped(name) and not (swapping and name.startswith(EXPORT + "/")):
                 self._delete(name)
@@ -255,10 +182,6 @@ class Publisher:
         self._sent.pop(name, None)
 
 
-def _remove(snapshot: str) -> None:
-    shutil.rmtree(snapshot, ignore_errors=True)
-
-
 def _version(path: str) -> tuple[int, int] | None:
     try:
         stat = os.stat(path)
@@ -270,40 +193,44 @@ def _version(path: str) -> tuple[int, int] | None:
 def _push_newer(place, copy: str) -> None:
     """A run stopped because the store was down left a newer checkpoint in its copy than the
     bucket has: upload it (files, then the pointer) before the copy is made level."""
-    pointer = os.path.join(copy, CHECKPOINTS, POINTER)
-    try:
-        with open(pointer, encoding="utf-8") as handle:
-            local = _latest(handle.read())
-    except OSError:
+    run = RunDirectory(copy)
+    if not run.files.has(run.pointer):
         return
+    local = _latest(run.checkpoints)
     objects = stores.of(place.scheme)
-    remote = _latest((objects.read(place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG)
-                      or b"").decode("utf-8", "replace"))
-    if local is None or (remote is not None and remote >= local):
+    pointer = place.child(f"{CHECKPOINTS}/{POINTER}")
+    remote, text = None, objects.read(pointer, FLAG)
+    if text is not None:
+        with tempfile.TemporaryDirectory(prefix="tfyard-pointer-") as theirs:
+            run.files.write_whole(os.path.join(theirs, POINTER),
+                                  text.decode("utf-8", "replace"))
+            remote = _latest(theirs)
+    if local is None or (remote is not None and _number(remote) >= _number(local)):
         return
-    log.info(f"tfyard: uploading ckpt-{local}, which {copy} holds and {place} does not yet")
-    saved = os.path.join(copy, CHECKPOINTS, f"ckpt-{local}")
-    for file in sorted(glob.glob(glob.escape(saved) + ".*")):
+    log.info(f"tfyard: uploading {os.path.basename(local)}, which {copy} holds and {place} "
+             "does not yet")
+    for file in sorted(run.files.matching(glob.escape(local) + ".*")):
         objects.upload(file, place.child(f"{CHECKPOINTS}/{os.path.basename(file)}"), FLAG)
-    objects.upload(pointer, place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG)
+    objects.upload(run.pointer, pointer, FLAG)
 
 
-def _latest(pointer_text: str) -> int | None:
-    """N of the latest checkpoint (`model_checkpoint_path: "ckpt-N"`) a pointer names."""
-    for line in pointer_text.splitlines():
-        key, _, value = line.partition(":")
-        number = os.path.basename(value.strip().strip('"')).removeprefix("ckpt-")
-        if key.strip() == "model_checkpoint_path" and number.isdecimal():
-            return int(number)
-    return None
+def _latest(checkpoints: str) -> str | None:
+    """The latest checkpoint the pointer in `checkpoints` names (`.../ckpt-N`), if any."""
+    named = checkpoint_paths(checkpoints)
+    return named[0] if named else None
 
 
-def _listed(pointer: str) -> set[str]:
-    """The checkpoints (`ckpt-N`) a `checkpoint` state file names (a text proto whose lines
-    are `model_checkpoint_path: "ckpt-N"` and `all_model_checkpoint_paths: "..."`)."""
-    with open(pointer, encoding="utf-8") as handle:
-        return {os.path.basename(line.partition(":")[2].strip().strip('"'))
-                for line in handle if ":" in line}
+def _number(checkpoint: str) -> int:
+    """N of `.../ckpt-N`."""
+    return int(checkpoint.rpartition("-")[2])
+
+
+def put_back(copy: str, url: str, name: str) -> str:
+    """The file `name` of a run's local copy uploaded to the run in its bucket, for the
+    commands that add to a run afterwards (`evaluate`, `plot`, `track`); returns its URL."""
+    target = f"{url.rstrip('/')}/{name}"
+    upload_file(RunDirectory(copy).path(name), target, FLAG)
+    return target
 
 
 @contextlib.contextmanager
@@ -322,7 +249,7 @@ def published(plat, cluster):
             place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
         yield dataclasses.replace(plat, output_dir=root), None
         return
-    lease = BucketLease(plat.output_url).take()
+    lease = take_bucket_lease(plat.output_url)
     try:
         _push_newer(place, plat.output_dir)
         _, names = mirror.pulled_run(place, plat.output_dir, FLAG, leave={LEASE})

@@ -36,8 +36,9 @@ import tensorflow as tf
 from tfyard.distribute.lost import is_peer_loss
 from tfyard.errors import UserError, disk_reason, plain_op_error
 from tfyard.process import envvars, liveness
+from tfyard.runfiles.files import files_for
+from tfyard.runfiles.layout import CHECKPOINT_SETTINGS, checkpoint_settings
 from tfyard.train.rundir.directory import checkpoint_paths
-from tfyard.train.rundir.disk import files_for
 
 log = logging.getLogger("tfyard")
 
@@ -201,12 +202,9 @@ def remove_temporaries(directory: str) -> None:
     for data in files.matching(os.path.join(directory, "ckpt-*.data-*")) + \
             files.matching(os.path.join(directory, "ckpt-*.index")):
         name = os.path.basename(data).split(".", 1)[0]
-        if listed and name not in listed and not files.has(meta_path(
+        if listed and name not in listed and not files.has(checkpoint_settings(
                 os.path.join(directory, name))):
             files.delete(data)
-
-
-META_SUFFIX = ".meta.json"
 
 
 def seed_states(model) -> list:
@@ -259,26 +257,24 @@ def _say(key: str, value) -> str:
     return words.format(value) if isinstance(words, str) else words(value)
 
 
-def meta_path(checkpoint_path: str) -> str:
-    return checkpoint_path + META_SUFFIX
-
-
 def write_settings(checkpoint_path: str, step: int, settings: dict) -> None:
     """`ckpt-N.meta.json` beside a checkpoint just saved (atomically), and the files of
     checkpoints the manager has since deleted removed."""
     from tfyard.train.rundir.report import write_json_atomic
 
-    write_json_atomic(meta_path(checkpoint_path), {"step": step, **settings})
+    write_json_atomic(checkpoint_settings(checkpoint_path), {"step": step, **settings})
     files = files_for(checkpoint_path)
-    for stale in files.matching(os.path.join(os.path.dirname(checkpoint_path), "*" + META_SUFFIX)):
-        if not files.has(stale[:-len(META_SUFFIX)] + ".index"):
+    folder = os.path.dirname(checkpoint_path)
+    for stale in files.matching(os.path.join(folder, "*" + CHECKPOINT_SETTINGS)):
+        if not files.has(stale[:-len(CHECKPOINT_SETTINGS)] + ".index"):
             files.delete(stale)
 
 
 def read_settings(checkpoint_path: str) -> dict | None:
     """The settings a checkpoint was written with; None if it has no readable record."""
     try:
-        return json.loads(files_for(checkpoint_path).read_whole(meta_path(checkpoint_path)))
+        path = checkpoint_settings(checkpoint_path)
+        return json.loads(files_for(path).read_whole(path))
     except (OSError, ValueError):
         return None
 

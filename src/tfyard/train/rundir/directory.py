@@ -1,9 +1,7 @@
-"""The layout of a run's `output_dir`, the upper half of its one seam: every file a run reads or
-writes (run.json, metrics.jsonl, summary.json, checkpoints, the lease, the export, curves.png)
-is named by `RunDirectory` and read or written through its `files` (`disk.files_for`, the
-lower half). Also the checks `tfyard evaluate` and a rerun make before TensorFlow is imported
-(so a wrong directory answers in one line, at once), and the one tolerant reader of the run
-files.
+"""Reading a run directory: the checkpoints it holds, the one tolerant reader of its JSON
+files, what unfinished writes left in it, and the checks `tfyard evaluate` and a rerun make
+before TensorFlow is imported (so a wrong directory answers in one line, at once). Its files
+are named by `tfyard.runfiles.layout` and read through `tfyard.runfiles.files`.
 
 A process killed mid-write can leave a torn last line in `metrics.jsonl`; readers skip an
 unparseable line with one warning, and `Reporter` starts its next record on a fresh line.
@@ -19,45 +17,10 @@ import re
 
 from tfyard.data.formats import canonical
 from tfyard.errors import UserError, plain_op_error
-from tfyard.train.rundir.disk import files_for
-
-RUN_FILE = "run.json"
-SUMMARY = "summary.json"
-CHECKPOINTS = "checkpoints"
-EXPORT = "export"
-EXPORTED_MODEL = os.path.join(EXPORT, "model.keras")
-METRICS = "metrics.jsonl"
-CURVES = "curves.png"
-LEASE = ".tfyard-lease"
+from tfyard.runfiles.files import files_for
+from tfyard.runfiles.layout import CHECKPOINTS, EXPORT_ASIDE, TEMPORARIES, RunDirectory
 
 log = logging.getLogger("tfyard")
-
-# What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
-# right): a checkpoint save's directory, and what tfyard wrote before that module, JSON files
-# staged as `NAME.tmp-PID` and an export staged as `export.tmp`, the previous one set aside as
-# `export.old`.
-TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT + ".tmp",
-               EXPORT + ".old")
-
-
-def _file(name: str) -> property:
-    return property(lambda run: run.path(name), doc=f"`{name}` of this run")
-
-
-class RunDirectory:
-    """One run's `output_dir`: where each of its files lives, and (`files`) the operations
-    on them for the store it is on."""
-
-    def __init__(self, root: str):
-        self.root = root
-        self.files = files_for(root)
-
-    def path(self, *names: str) -> str:
-        return os.path.join(self.root, *names)
-
-    run_file, summary, metrics = _file(RUN_FILE), _file(SUMMARY), _file(METRICS)
-    checkpoints, export, exported_model = _file(CHECKPOINTS), _file(EXPORT), _file(EXPORTED_MODEL)
-    curves, lease = _file(CURVES), _file(LEASE)
 
 
 def checkpoint_paths(directory: str) -> list[str]:
@@ -87,11 +50,12 @@ def checkpoint_paths(directory: str) -> list[str]:
 def remove_temporaries(output_dir: str) -> None:
     """Remove what unfinished writes left in a local `output_dir`; only its lease holder may
     call this (nothing else writes there)."""
-    files = files_for(output_dir)
+    run = RunDirectory(output_dir)
+    files = run.files
     if files.remote:
         return
     files.recover_writes(output_dir)
-    old, export = os.path.join(output_dir, EXPORT + ".old"), os.path.join(output_dir, EXPORT)
+    old, export = run.path(EXPORT_ASIDE), run.export
     if files.is_directory(old) and not files.has(export):   # killed between its two renames
         files.move(old, export)
     for pattern in TEMPORARIES:
@@ -128,7 +92,7 @@ def read_json_lines(path: str) -> list[dict]:
 
 def read_run(output_dir: str) -> dict | None:
     """run.json of `output_dir`: None if there is none, or if it cannot be read (a warning)."""
-    path = os.path.join(output_dir, RUN_FILE)
+    path = RunDirectory(output_dir).run_file
     if not files_for(path).has(path):
         return None
     records = read_json_lines(path)
@@ -170,6 +134,6 @@ def require_run(output_dir: str, use_export: bool = False) -> None:
     if use_export and not exists(run.exported_model):
         raise UserError(f"{run.exported_model} not found; the run has not "
                         "exported yet (drop --export)")
-    if not use_export and not exists(run.path(CHECKPOINTS, "checkpoint")):
+    if not use_export and not exists(run.pointer):
         raise UserError(f"no checkpoint in {output_dir}/{CHECKPOINTS} yet; train first or "
                         "use --export")

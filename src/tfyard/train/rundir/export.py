@@ -19,10 +19,10 @@ import tensorflow as tf
 from tfyard import compat
 from tfyard.errors import UserError, plain_op_error
 from tfyard.predict.signature import serving_endpoints
-from tfyard.train.rundir.disk import files_for
+from tfyard.runfiles.files import files_for
+from tfyard.runfiles.layout import CLASS_NAMES, H5_MODEL, KERAS_MODEL, SAVED_MODEL
 
 log = logging.getLogger("tfyard")
-CLASS_NAMES = "class_names.txt"   # beside model.keras: one class name a line, by class id
 
 
 def serving_function(model, objective, input_shape):
@@ -74,17 +74,17 @@ def _write_formats(plain, task, objective, tmp: str) -> dict[str, str]:
                                                        task.preprocessing):
         archive.add_endpoint(name, function, input_signature=signature)
     try:
-        archive.write_out(os.path.join(tmp, "saved_model"), verbose=False)
+        archive.write_out(os.path.join(tmp, SAVED_MODEL), verbose=False)
     except (ValueError, TypeError, NotImplementedError) as exc:   # e.g. a model named "_net"
         raise UserError(f"the SavedModel export failed after training: "
                         f"{plain_op_error(exc)[:160]}; "
                         "the checkpoints keep the trained weights: fix the model and rerun "
                         "with the same output dir to export, or pass --no_export") from None
-    written["saved_model"] = "saved_model"
+    written["saved_model"] = SAVED_MODEL
     files = files_for(tmp)
     files.write_whole(os.path.join(tmp, CLASS_NAMES),   # for model.keras
                      "".join(f"{name}\n" for name in task.class_names))
-    for kind, name in (("keras", "model.keras"), ("h5", "model.h5")):
+    for kind, name in (("keras", KERAS_MODEL), ("h5", H5_MODEL)):
         path = os.path.join(tmp, name)
         try:   # a subclassed model without get_config, or h5's limits: serving still works
             plain.save(path)

@@ -1,16 +1,30 @@
-"""`tfyard plot`: loss, accuracy and images/sec over steps, from metrics.jsonl, as curves.png."""
+"""`tfyard plot`: loss, accuracy and images/sec over steps, from metrics.jsonl, as curves.png;
+and which figures of a report are the objective's (the console shows the same ones)."""
 
 from __future__ import annotations
 
 from tfyard.errors import UserError
-from tfyard.train.rundir.console import objective_figures
-from tfyard.train.rundir.directory import RunDirectory, read_json_lines
-from tfyard.train.rundir.disk import files_for
+from tfyard.runfiles.layout import RunDirectory
+from tfyard.train.rundir.directory import read_json_lines
+
+# What the loop adds to a chunk's figures and a metrics.jsonl record's own fields; the rest
+# are the objective's (loss, top1, top5, or a compiled model's metrics).
+LOOP_FIGURES = frozenset({"lr", "images_per_sec", "step_time", "input_wait",
+                          "nonfinite_steps", "first_nonfinite_step", "skipped_steps",
+                          "skipped_in_a_row",
+                          "step", "epoch", "time"})
+
+
+def objective_figures(metrics: dict) -> list[tuple[str, float]]:
+    """The objective's figures of a report (loss first), in the objective's order."""
+    return [(k, v) for k, v in metrics.items()
+            if k not in LOOP_FIGURES and isinstance(v, int | float)]
 
 
 def read_metrics(output_dir: str) -> list[dict]:
-    path = RunDirectory(output_dir).metrics
-    if not files_for(path).has(path):
+    run = RunDirectory(output_dir)
+    path = run.metrics
+    if not run.files.has(path):
         raise UserError(f"{path} not found; point --output_dir at a directory written by "
                         "`tfyard train`")
     return read_json_lines(path)
@@ -27,7 +41,7 @@ def plot_run(output_dir: str) -> str:
     train = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
     if not train:
-        raise UserError(f"{output_dir}/metrics.jsonl has no training reports yet")
+        raise UserError(f"{RunDirectory(output_dir).metrics} has no training reports yet")
     steps = [r["step"] for r in train]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4))
     axes[0].plot(steps, [r["loss"] for r in train], label="train")

@@ -1,6 +1,6 @@
 """What a run records: metrics.jsonl and TensorBoard scalars (the chief only), summary files.
 
-Console lines are `tfyard.train.rundir.console`.
+Console lines are `tfyard.train.outside.console`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import time
 import tensorflow as tf
 
 from tfyard.errors import disk_error
-from tfyard.train.rundir.disk import files_for
+from tfyard.runfiles.files import files_for
+from tfyard.runfiles.layout import METRICS, RunDirectory
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
@@ -26,9 +27,9 @@ def write_json_atomic(path: str, payload: dict) -> None:
 class Reporter:
     """Appends each report to `<name>.jsonl` and to TensorBoard under `log_dir`."""
 
-    def __init__(self, output_dir: str, log_dir: str, name: str = "metrics"):
-        path = os.path.join(output_dir, f"{name}.jsonl")
-        files = files_for(path)
+    def __init__(self, output_dir: str, log_dir: str, name: str = METRICS):
+        run = RunDirectory(output_dir)
+        path, files = run.reports(name), run.files
         torn = files.ends_torn(path)
         self._jsonl = files.appending(path)
         if torn:  # a record cut short by a kill: the next one starts on a fresh line
@@ -36,7 +37,7 @@ class Reporter:
         # The chief logs to logs/train and logs/eval; a side-car to logs/<name>.
         self._writers = {
             kind: tf.summary.create_file_writer(
-                os.path.join(log_dir, kind if name == "metrics" else name))
+                os.path.join(log_dir, kind if name == METRICS else name))
             for kind in ("train", "eval")
         }
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from tfyard import compat
 from tfyard.errors import UserError
-from tfyard.train.rundir.directory import RunDirectory, checkpoint_paths, read_run
+from tfyard.runfiles.layout import RunDirectory
+from tfyard.train.rundir.directory import checkpoint_paths, read_run
 from tfyard.train.task.task import output_width
 from tfyard.train.weights import freezing
 from tfyard.train.weights.weight_files import FLAG, Source, open_source

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfyard.errors import UserError, plain_op_error
+from tfyard.runfiles.layout import CHECKPOINTS, RunDirectory
 from tfyard.storage import readable_path
-from tfyard.train.rundir.directory import CHECKPOINTS, RunDirectory, checkpoint_paths
+from tfyard.train.rundir.directory import checkpoint_paths
 
 FLAG = "--init_checkpoint"
 FORMS = ("a run directory, a checkpoint prefix (out/checkpoints/ckpt-200), a .keras file, "
@@ -82,8 +83,8 @@ def open_source(given: str, work_dir: str | None = None) -> Iterator[Source]:
 
 def _newest_checkpoint(given: str, path: str) -> str:
     """A run directory's newest checkpoint, or a checkpoint directory's."""
-    run_checkpoints = RunDirectory(path).checkpoints
-    directory = run_checkpoints if os.path.isdir(run_checkpoints) else path
+    run = RunDirectory(path)
+    directory = run.checkpoints if run.files.is_directory(run.checkpoints) else path
     found = checkpoint_paths(directory)
     if not found:
         raise UserError(f"{FLAG} {given}: no checkpoint in this directory (a finished or "

@@ -1,5 +1,6 @@
-"""The file operations of a run directory, the lower half of its one seam (`directory` is the
-upper: the layout). Every module of `rundir` reads and writes through `files_for(path)`:
+"""The file operations on a run's files, the lower half of its one seam (`layout` is the
+upper: the names). Every reader and writer of a run reads and writes through
+`files_for(path)`:
 
 - `LocalFiles`: local disk, whole-file replaces through `tfyard.replace`, the lease's
   atomic link and move;
@@ -19,9 +20,9 @@ import os
 import shutil
 import time
 
-from tfyard.platform import is_remote
+from tfyard.errors import UserError
 from tfyard.replace import recover_all, replacing_directory, replacing_file
-from tfyard.storage import refuse_bucket
+from tfyard.storage import refuse_bucket, scheme_of
 
 
 class LocalFiles:
@@ -36,6 +37,16 @@ class LocalFiles:
     def read_whole(self, path: str) -> str:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
+
+    def read_from(self, path: str, offset: int) -> bytes:
+        """The bytes of `path` from `offset` on (what a growing file gained); none if it is
+        missing."""
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read()
+        except FileNotFoundError:
+            return b""
 
     def write_whole(self, path: str, text: str, exclusive: bool = False) -> None:
         """`path` replaced whole (readers never see half a file); with `exclusive`,
@@ -71,7 +82,15 @@ class LocalFiles:
             os.remove(path)
 
     def make_directory(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        """`path` and the directories above it; one line when it cannot be made."""
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create directory {path!r} ({exc.strerror}); choose a "
+                            "writable location") from None
+
+    def copy(self, source: str, target: str) -> None:
+        shutil.copyfile(source, target)
 
     def move(self, source: str, target: str) -> None:
         os.rename(source, target)
@@ -82,7 +101,11 @@ class LocalFiles:
 
     def age(self, path: str) -> float:
         """Seconds since `path` was last written or touched."""
-        return max(0.0, time.time() - os.stat(path).st_mtime)
+        return max(0.0, time.time() - self.modified(path))
+
+    def modified(self, path: str) -> float:
+        """When `path` was last written or touched (seconds since the epoch)."""
+        return os.stat(path).st_mtime
 
     def refresh(self, path: str) -> None:
         os.utime(path)
@@ -147,16 +170,21 @@ class TensorFlowFiles(LocalFiles):
 
         tf.io.gfile.makedirs(path)
 
+    def modified(self, path: str) -> float:
+        import tensorflow as tf
+
+        return tf.io.gfile.stat(path).mtime_nsec / 1e9
+
     def recover_writes(self, directory: str) -> None:
         """Nothing to put right: remote writes are staged and renamed by TensorFlow."""
 
     def _unsupported(self, *_args):
         raise OSError(f"{type(self).__name__} cannot do this on a remote path")
 
-    move = hard_link = age = refresh = _unsupported
+    copy = move = hard_link = refresh = _unsupported
 
 
 def files_for(path: str) -> LocalFiles:
     """The file operations for `path`: by its scheme, local disk when it has none."""
     refuse_bucket(path, "--output_dir", "a run cannot be read from")
-    return TensorFlowFiles() if is_remote(path) else LocalFiles()
+    return TensorFlowFiles() if scheme_of(path) is not None else LocalFiles()

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tfyard.train.rundir.directory import RunDirectory
-from tfyard.train.rundir.disk import LocalFiles, TensorFlowFiles, files_for
+from tfyard.runfiles.files import LocalFiles, TensorFlowFiles, files_for
+from tfyard.runfiles.layout import RunDirectory
 
 
 def test_the_layout_names_each_file_of_a_run(tmp_path):

@@ -13,7 +13,7 @@ from tests.train.toy import toy_trainer
 from tfyard.errors import PREEMPTED
 from tfyard.train.actions import CheckpointAction, PreemptionAction
 from tfyard.train.controller import Callback, Controller
-from tfyard.train.rundir import preemption
+from tfyard.train.outside import preemption
 from tfyard.train.rundir.checkpoint import Checkpoints
 
 

@@ -16,6 +16,8 @@ import math
 import sys
 import time
 
+from tfyard.train.rundir.plot import objective_figures
+
 log = logging.getLogger("tfyard")
 
 INPUT_BOUND_HINT = (
@@ -52,20 +54,6 @@ class InputBoundHint:
 def clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-# What the loop adds to a chunk's figures and a metrics.jsonl record's own fields; the rest
-# are the objective's (loss, top1, top5, or a compiled model's metrics).
-LOOP_FIGURES = frozenset({"lr", "images_per_sec", "step_time", "input_wait",
-                          "nonfinite_steps", "first_nonfinite_step", "skipped_steps",
-                          "skipped_in_a_row",
-                          "step", "epoch", "time"})
-
-
-def objective_figures(metrics: dict) -> list[tuple[str, float]]:
-    """The objective's figures of a report (loss first), in the objective's order."""
-    return [(k, v) for k, v in metrics.items()
-            if k not in LOOP_FIGURES and isinstance(v, int | float)]
 
 
 class Console:

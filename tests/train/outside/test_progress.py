@@ -21,7 +21,7 @@ from tests.train.toy import BATCH, dataset_fn, toy_trainer
 from tfyard.cli import main
 from tfyard.train.actions import ConsoleAction, MetricsAction
 from tfyard.train.controller import Callback, Controller
-from tfyard.train.rundir.console import Console
+from tfyard.train.outside.console import Console
 from tfyard.train.rundir.report import Reporter
 
 # 11 steps per epoch at batch 128 on digits: 14 steps are two epochs, each evaluated.

@@ -12,9 +12,9 @@ import time
 
 from tfyard import tracking
 from tfyard.errors import UserError
+from tfyard.runfiles.layout import RunDirectory
 from tfyard.train.rundir import lease as leases
-from tfyard.train.rundir.directory import RunDirectory, read_json_lines, read_run
-from tfyard.train.rundir.disk import files_for
+from tfyard.train.rundir.directory import read_json_lines, read_run
 from tfyard.train.rundir.report import write_json_atomic
 
 
@@ -28,7 +28,7 @@ def start(settings: tracking.Settings, output_dir: str, label: str, extra: dict,
 
     run = RunDirectory(output_dir)
     record = read_run(run.root) or {}
-    history = read_json_lines(run.metrics) if files_for(run.metrics).has(run.metrics) else []
+    history = read_json_lines(run.metrics) if run.files.has(run.metrics) else []
     name = os.path.basename(label.rstrip("/")) or label
     tracker = Tracker.start(settings, record.get(tracking.RUN_ID), name,
                             {**params(record), **extra}, {"tfyard.output_dir": label}, history,
@@ -57,13 +57,13 @@ def outputs(tracker, output_dir: str) -> None:
     """run.json, summary.json and curves.png (drawn now if the run has none) as the MLflow
     run's files, and the export (if the run made one) as its model."""
     run = RunDirectory(output_dir)
-    if not os.path.exists(run.curves):
+    if not run.files.has(run.curves):
         from tfyard.train.rundir.plot import plot_run
 
         with contextlib.suppress(UserError):   # no training report: nothing to draw
             plot_run(output_dir)
     tracker.log_outputs([run.run_file, run.summary, run.curves],
-                        run.export if os.path.isdir(run.export) else None)
+                        run.export if run.files.is_directory(run.export) else None)
 
 
 def backfill(settings: tracking.Settings, output_dir: str, label: str) -> str:
@@ -79,7 +79,7 @@ def backfill(settings: tracking.Settings, output_dir: str, label: str) -> str:
                         "it with --mlflow_uri")
     tracker = start(settings, output_dir, label, {})
     outputs(tracker, output_dir)
-    unsent = tracker.close("FINISHED" if files_for(run.summary).has(run.summary) else "KILLED")
+    unsent = tracker.close("FINISHED" if run.files.has(run.summary) else "KILLED")
     if unsent:
         raise UserError(f"MLflow at {settings.shown} did not take {unsent} metrics; run "
                         "`tfyard track` again when it answers (what it took is kept)")
@@ -95,7 +95,7 @@ def log_evaluation(settings: tracking.Settings, output_dir: str, label: str,
     last); an evaluation of a step logged before is not logged again."""
     run = RunDirectory(output_dir)
     found = re.search(r"ckpt-(\d+)$", result["source"])
-    summary = read_json_lines(run.summary) if files_for(run.summary).has(run.summary) else []
+    summary = read_json_lines(run.summary) if run.files.has(run.summary) else []
     step = int(found.group(1)) if found else (summary or [{}])[-1].get("final_step", 0)
     tracker = start(settings, output_dir, label, {}, reopen=False)
     tracker.log({"kind": f"evaluate_{result['split']}", "step": step, "time": time.time(),

@@ -1,0 +1,89 @@
+"""The names of a run's files, spelled here and nowhere else: what `output_dir` holds, what a
+member leaves in `work_dir`, and what the export holds. `RunDirectory` and `WorkDirectory`
+give their paths and (`files`) the file operations for the store the path is on.
+
+It sits low (below `platform`, `distribute` and `predict`), so every reader of a run, the
+side-car servers and `predict` included, finds its files by these names.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tfyard.runfiles.files import files_for
+
+RUN_FILE = "run.json"
+SUMMARY = "summary.json"
+METRICS = "metrics"                  # the chief's reports: metrics.jsonl
+REPORTS = ".jsonl"
+CHECKPOINTS = "checkpoints"
+POINTER = "checkpoint"               # TensorFlow's state file in checkpoints/: the latest ones
+CHECKPOINT_SETTINGS = ".meta.json"   # beside each checkpoint: the settings of its step
+EXPORT = "export"
+SAVED_MODEL = "saved_model"
+KERAS_MODEL, H5_MODEL = "model.keras", "model.h5"
+CLASS_NAMES = "class_names.txt"      # beside model.keras: one class name a line, by class id
+EXPORTED_MODEL = os.path.join(EXPORT, KERAS_MODEL)
+CURVES = "curves.png"
+LEASE = ".tfyard-lease"
+LOGS, WORK = "logs", "work"          # the default log_dir and work_dir, inside output_dir
+PUBLISHING = ".tfyard-publishing"    # a bucket run's copy: saves waiting for upload
+MEMBERS, EXAMPLE_IDS = "members", "example_ids"   # in work_dir, one file a member
+
+# What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
+# right): a checkpoint save's directory, and what tfyard wrote before that module, JSON files
+# staged as `NAME.tmp-PID` and an export staged as `export.tmp`, the previous one set aside as
+# `export.old`.
+EXPORT_STAGED, EXPORT_ASIDE = EXPORT + ".tmp", EXPORT + ".old"
+TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT_STAGED,
+               EXPORT_ASIDE)
+
+
+def _file(*names: str) -> property:
+    return property(lambda place: place.path(*names), doc=f"`{'/'.join(names)}` here")
+
+
+class RunDirectory:
+    """One run's `output_dir`: where each of its files lives, and (`files`) the operations
+    on them for the store it is on."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.files = files_for(root)
+
+    def path(self, *names: str) -> str:
+        return os.path.join(self.root, *names)
+
+    def reports(self, name: str = METRICS) -> str:
+        """`NAME.jsonl`: the chief's reports (metrics.jsonl), or a side-car's."""
+        return self.path(name + REPORTS)
+
+    run_file, summary, metrics = _file(RUN_FILE), _file(SUMMARY), _file(METRICS + REPORTS)
+    checkpoints, pointer = _file(CHECKPOINTS), _file(CHECKPOINTS, POINTER)
+    export, exported_model = _file(EXPORT), _file(EXPORTED_MODEL)
+    saved_model = _file(EXPORT, SAVED_MODEL)
+    curves, lease, publishing, logs = _file(CURVES), _file(LEASE), _file(PUBLISHING), _file(LOGS)
+
+
+def checkpoint_settings(checkpoint_path: str) -> str:
+    """`ckpt-N.meta.json`, beside the checkpoint `checkpoint_path` (`.../ckpt-N`)."""
+    return checkpoint_path + CHECKPOINT_SETTINGS
+
+
+class WorkDirectory:
+    """What one run's members leave in `work_dir`, one file each."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.files = files_for(root)
+
+    members, example_ids = _file(MEMBERS), _file(EXAMPLE_IDS)
+
+    def path(self, *names: str) -> str:
+        return os.path.join(self.root, *names)
+
+    def member_summary(self, member: str) -> str:
+        return self.path(MEMBERS, f"{member}.json")
+
+    def member_example_ids(self, member: str) -> str:
+        return self.path(EXAMPLE_IDS, member + REPORTS)
