@@ -53,8 +53,8 @@ def register(commands) -> None:
     tune.add_argument("--timeout", type=flag_type(positive_float), metavar="S",
                       help="start no trial after S seconds (running ones finish)")
     tune.add_argument("--max_failures", type=flag_type(nonnegative_int), default=2,
-                      metavar="K", help="failed trials (a crash, divergence) tolerated before "
-                      "the study stops (default: 2)")
+                      metavar="K", help="failed trials (a crash, divergence) this run of tune "
+                      "tolerates before it stops (default: 2)")
     platform.add_platform_flag(tune, "output_dir", required=True, help="the study's "
                                "directory: trials/, logs/, study.db, tune.json, trials.csv")
     tune.set_defaults(func=_tune, train_argv=[])
