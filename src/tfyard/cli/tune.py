@@ -20,8 +20,9 @@ def register(commands) -> None:
         "{max,min} --trials N --output_dir DIR [options] [TRAIN OPTIONS]",
         help="search hyperparameters: many `tfyard train` runs, sampled and pruned by Optuna",
         description="Search the options of `tfyard train` (the `optuna` extra). Each trial is "
-        "an ordinary run in DIR/trials/NNNN that evaluates about ten times; Optuna's sampler "
-        "picks its options from --space and its pruner stops a poor one at a checkpoint. The "
+        "an ordinary run in DIR/trials/NNNN that evaluates ten times over its --epochs; "
+        "Optuna's sampler picks its options from --space and its pruner stops a poor one at "
+        "a checkpoint. The "
         "study lives in Optuna's storage (DIR/study.db by default); DIR/tune.json names the "
         "best trial, DIR/trials.csv lists them all. The same command again continues the "
         "study. Any other option is a `tfyard train` option every trial shares.")
