@@ -48,6 +48,11 @@ def staging_name(path: str) -> str:
     return f"{directory}{slash}.{name}{TMP}{uuid.uuid4().hex[:16]}"
 
 
+def staging_pattern(name: str) -> str:
+    """The glob that matches every staging name of `name` (a base name) beside it."""
+    return f".{glob.escape(name)}{TMP}*"
+
+
 def check_writable(path: str, label: str, kind: str = "file") -> None:
     """Refuse in one line, before any work, an output that cannot be written. `kind`: "file"
     (replaced whole; its directory must exist), "directory" (replaced whole) or "into" (a

@@ -31,12 +31,8 @@ PUBLISHING = ".tfyard-publishing"    # a bucket run's copy: saves waiting for up
 MEMBERS, EXAMPLE_IDS = "members", "example_ids"   # in work_dir, one file a member
 
 # What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
-# right): a checkpoint save's directory, and what tfyard wrote before that module, JSON files
-# staged as `NAME.tmp-PID` and an export staged as `export.tmp`, the previous one set aside as
-# `export.old`.
-EXPORT_STAGED, EXPORT_ASIDE = EXPORT + ".tmp", EXPORT + ".old"
-TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"), "*.tmp-*", EXPORT_STAGED,
-               EXPORT_ASIDE)
+# right): a checkpoint save's directory.
+TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"),)
 
 
 def _file(*names: str) -> property:

@@ -76,15 +76,13 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_anything(tmp_pat
         take_lease(place, SINGLE)
 
 
-def test_the_holder_puts_back_an_export_set_aside_and_removes_what_killed_writes_left(
-        tmp_path):
-    (tmp_path / "export.old").mkdir()   # a run killed between its export's two renames
-    (tmp_path / "export.old" / "saved_model.pb").write_text("")
+def test_the_holder_removes_what_killed_writes_left(tmp_path):
     (tmp_path / ".summary.json.tmp-5f1e").write_text("{")   # a killed JSON write
-    (tmp_path / "run.json.tmp-7").write_text("{")           # one by an older tfyard
+    (tmp_path / "checkpoints" / "ckpt-5_temp").mkdir(parents=True)   # a killed save
+    (tmp_path / "checkpoints" / "ckpt-5_temp" / "part-0").write_text("")
     take_lease(str(tmp_path), SINGLE).release()
-    assert sorted(os.listdir(tmp_path)) == ["export"]
-    assert (tmp_path / "export" / "saved_model.pb").exists()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoints"]
+    assert os.listdir(tmp_path / "checkpoints") == []
 
 
 def test_why_a_lease_may_be_taken_is_data_and_only_news_is_said(tmp_path, monkeypatch, caplog):

@@ -35,11 +35,10 @@ import uuid
 
 from tfyard.errors import UserError
 from tfyard.process.sender import Newest, Sender, Timing
+from tfyard.replace import TMP, staging_pattern
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
     EXPORT,
-    EXPORT_ASIDE,
-    EXPORT_STAGED,
     LEASE,
     POINTER,
     PUBLISHING,
@@ -62,8 +61,8 @@ FLAG = "--output_dir"
 def _skipped(name: str) -> bool:
     """Files of the copy that are not the run's: the lease, temporaries, snapshots."""
     first = name.split("/", 1)[0]
-    return (first in (CHECKPOINTS, PUBLISHING, LEASE, EXPORT_STAGED, EXPORT_ASIDE)
-            or ".tmp-" in name or mirror.PARTIAL in name)
+    return (first in (CHECKPOINTS, PUBLISHING, LEASE)
+            or TMP in name or mirror.PARTIAL in name)
 
 
 class Publisher:
@@ -163,8 +162,10 @@ class Publisher:
                 if version is not None and self._sent.get(name) != version:
                     self._upload(path, name)
                     self._sent[name] = version
-        swapping = any(self.run.files.has(self.run.path(name))
-                       for name in (EXPORT_STAGED, EXPORT_ASIDE))
+        # an export being replaced is briefly absent where the file system cannot swap
+        # directories in one step: the bucket keeps the previous one meanwhile
+        swapping = bool(self.run.files.matching(os.path.join(
+            glob.escape(self.copy), staging_pattern(EXPORT))))
         for name in sorted(self._remote - present):
             if not _skipped(name) and not (swapping and name.startswith(EXPORT + "/")):
                 self._delete(name)

@@ -18,7 +18,7 @@ import re
 from tfyard.data.formats import canonical
 from tfyard.errors import UserError, plain_op_error
 from tfyard.runfiles.files import files_for
-from tfyard.runfiles.layout import CHECKPOINTS, EXPORT_ASIDE, TEMPORARIES, RunDirectory
+from tfyard.runfiles.layout import CHECKPOINTS, TEMPORARIES, RunDirectory
 
 log = logging.getLogger("tfyard")
 
@@ -55,9 +55,6 @@ def remove_temporaries(output_dir: str) -> None:
     if files.remote:
         return
     files.recover_writes(output_dir)
-    old, export = run.path(EXPORT_ASIDE), run.export
-    if files.is_directory(old) and not files.has(export):   # killed between its two renames
-        files.move(old, export)
     for pattern in TEMPORARIES:
         for path in files.matching(os.path.join(glob.escape(output_dir), pattern)):
             files.delete(path)
