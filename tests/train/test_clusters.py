@@ -21,10 +21,12 @@ pytestmark = pytest.mark.cluster
 ASYNC = ["--learning_rate", "0.02"]
 
 
-def launch(tmp_path, work, layout: list[str], *train_flags, tracking=None):
+def launch(tmp_path, work, layout: list[str], *train_flags, tracking=None, shown=False):
     """Train on the cluster `layout`; `tracking`: (server, experiment) given to every member
-    as MLflow's variables, checked to hold one run that has each report once."""
-    command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", tmp_path,
+    as MLflow's variables, checked to hold one run that has each report once; `shown`: the
+    members' progress lines shown (FAST is --quiet)."""
+    flags = [flag for flag in FAST if not (shown and flag == "--quiet")]
+    command = [sys.executable, "-m", "tfyard", "train", *flags, "--output_dir", tmp_path,
                "--work_dir", work, "--no_export", *train_flags]
     env = {} if tracking is None else {"MLFLOW_TRACKING_URI": tracking[0],
                                        "MLFLOW_EXPERIMENT_NAME": tracking[1]}
@@ -41,8 +43,11 @@ def launch(tmp_path, work, layout: list[str], *train_flags, tracking=None):
 
 def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work, mlflow_uri,
                                                            experiment):
-    launch(tmp_path, digits_work, ["--workers", "2"], "--train_steps", "40",
-           "--eval_every_epochs", "100", tracking=(mlflow_uri, experiment))
+    result = launch(tmp_path, digits_work, ["--workers", "2"], "--train_steps", "40",
+                    "--eval_every_epochs", "100", tracking=(mlflow_uri, experiment),
+                    shown=True)
+    progress = [line for line in result.stdout.splitlines() if "] step " in line]
+    assert progress and all(line.startswith("[worker:0] step ") for line in progress)
     members = digits_work / "members"
     first, second = read_json(members / "worker-0.json"), read_json(members / "worker-1.json")
     assert first["strategy"] == "multi_worker_mirrored" and first["replicas"] == 2

@@ -179,9 +179,10 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
     if prepared.evaluate and (writes or plan.strategy == "multi_worker_mirrored"):
         # all-reduce members evaluate together, each its share of the evaluation input
         todo.append(actions.EvalAction(prepared.evaluate, prepared.eval_every_steps))
-    if writes:
+    if writes:   # the run's reports and their lines: once, from the member that writes
         todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir), tracker))
-    todo.append(actions.ConsoleAction(Console(numbers.total_steps, numbers.steps_per_epoch)))
+        todo.append(actions.ConsoleAction(Console(numbers.total_steps,
+                                                  numbers.steps_per_epoch)))
     if writes and options.profile_steps:
         todo.append(actions.ProfileAction(os.path.join(plat.log_dir, "train"),
                                           *options.profile_steps))
