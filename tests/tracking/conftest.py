@@ -25,7 +25,10 @@ def mlflow_server(root, port: int | None = None, stop: int = signal.SIGTERM):
     port = port or free_port()
     command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
                str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/runs.db",
-               "--artifacts-destination", str(root / "artifacts")]
+               "--artifacts-destination", str(root / "artifacts"),
+               # the Default experiment's artifacts too (else `./mlruns`, which a client
+               # resolves in its own working directory: the checkout)
+               "--default-artifact-root", str(root / "artifacts")]
     # MLflow 3's job runner (eight more processes, ~15 s of CPU to start) serves features
     # tfyard never asks for
     with serving(command, port, {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stop) as url:
