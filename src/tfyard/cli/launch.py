@@ -132,7 +132,7 @@ def launch_ray(args) -> int:
 
 def launch_spark(args) -> int:
     from tfyard import quiet
-    from tfyard.launch.spark import run_command, spark_context
+    from tfyard.launch.spark import end_driver_jvm, run_command, spark_context
     from tfyard.launch.supervise import MemberFailed
 
     quiet.install()  # before the JVM starts: its start-up notice is dropped
@@ -144,6 +144,6 @@ def launch_spark(args) -> int:
             failed = exc
     if failed is None:
         return 0
-    # after Spark stopped: the last word, below whatever its stopping threads print
+    end_driver_jvm()  # the last word, below whatever Spark's stopping threads print
     print(f"tfyard: launch failed: {failed}", file=sys.stderr)
     return 1

@@ -105,6 +105,28 @@ def spark_context(master: str, conf: Sequence[str] = (), app_name: str = "tfyard
         sc.stop()
 
 
+def end_driver_jvm() -> None:
+    """End the JVM that spark_context started, once it has stopped.
+
+    A stopped SparkContext's threads can still print a killed barrier task's stack trace
+    seconds later; a command whose last line must be its own ends the JVM first."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    SparkContext._gateway = SparkContext._jvm = None
+
+
 def run_command(sc, command: Sequence[str], num_executors: int, num_ps: int = 0,
                 evaluator: bool = False, write: Callable[[str], None] | None = None) -> None:
     """Run `command` as every member of the cluster, one barrier task each."""
