@@ -101,7 +101,7 @@ def _put_back_run_file(run: str, output_dir: str) -> None:
         from tfyard.runfiles.layout import RUN_FILE
         from tfyard.train.rundir.bucket import put_back
 
-        put_back(run, output_dir, RUN_FILE)
+        put_back(run, output_dir, RUN_FILE, leased=True)
 
 
 def _demo(args) -> int:

@@ -27,12 +27,24 @@ EXPORTED_MODEL = os.path.join(EXPORT, KERAS_MODEL)
 CURVES = "curves.png"
 LEASE = ".tfyard-lease"
 LOGS, WORK = "logs", "work"          # the default log_dir and work_dir, inside output_dir
+EVENTS = "events.out.tfevents."      # TensorBoard's: one file per writer, under logs/
 PUBLISHING = ".tfyard-publishing"    # a bucket run's copy: saves waiting for upload
+SET_ASIDE = ".set-aside-"            # COPY.set-aside-STAMP: a copy of another lineage, kept
 MEMBERS, EXAMPLE_IDS = "members", "example_ids"   # in work_dir, one file a member
 
 # What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
 # right): a checkpoint save's directory.
 TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"),)
+
+
+def appended(name: str) -> str | None:
+    """How the run file `name` (relative to `output_dir`) grows, if it only ever grows:
+    "reports" for a `NAME.jsonl` (one record a line), "events" for TensorBoard's events
+    file; None for a file written whole."""
+    base = name.rsplit("/", 1)[-1]
+    if base.endswith(REPORTS):
+        return "reports"
+    return "events" if base.startswith(EVENTS) else None
 
 
 def _file(*names: str) -> property:

@@ -50,7 +50,7 @@ def pulled_run(place: Location, root: str, flag: str,
 
 
 def _kept_equal(place: Location, entries: list[Entry], root: str, flag: str) -> str:
-    _fetched(place, entries, root, flag)
+    fetched(place, entries, root, flag)
     _remove_others(root, {entry.name for entry in entries})
     return root
 
@@ -65,11 +65,11 @@ def copied(place: Location, cache: str, flag: str) -> str:
     if not entries:
         raise UserError(f"{flag} {place}: no such object or prefix in the bucket; check the URL")
     root = copy_root(folder, cache)
-    _fetched(folder, entries, root, flag)
+    fetched(folder, entries, root, flag)
     return os.path.join(root, base)
 
 
-def _fetched(folder: Location, entries: list[Entry], root: str, flag: str) -> None:
+def fetched(folder: Location, entries: list[Entry], root: str, flag: str) -> None:
     """Download the `entries` of `folder` that its local copy `root` lacks or holds in
     another version."""
     for entry in entries:

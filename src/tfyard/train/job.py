@@ -26,7 +26,7 @@ from tfyard.runfiles.layout import RunDirectory, WorkDirectory
 from tfyard.train.options import TrainOptions, parse_train_args
 from tfyard.train.outside.console import configure_console
 from tfyard.train.rundir.bucket import published
-from tfyard.train.rundir.directory import read_run, refuse_other_run
+from tfyard.train.rundir.directory import STARTS, read_run, refuse_other_run, started
 from tfyard.train.rundir.lease import take_lease
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
@@ -180,7 +180,8 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
         # all-reduce members evaluate together, each its share of the evaluation input
         todo.append(actions.EvalAction(prepared.evaluate, prepared.eval_every_steps))
     if writes:   # the run's reports and their lines: once, from the member that writes
-        todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir), tracker))
+        reporter = Reporter(plat.output_dir, plat.log_dir, start=int(trainer.step.numpy()))
+        todo.append(actions.MetricsAction(reporter, tracker))
         todo.append(actions.ConsoleAction(Console(numbers.total_steps,
                                                   numbers.steps_per_epoch)))
     if writes and options.profile_steps:
@@ -224,6 +225,7 @@ def _restore(prepared: Prepared, saved=None):
             record = kept_on_resume(record, before or None)
         if before.get(tracking.RUN_ID):   # the MLflow run a tracked restart continues
             record[tracking.RUN_ID] = before[tracking.RUN_ID]
+        record[STARTS] = started(before)
         write_json_atomic(run.run_file, record)
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))

@@ -16,6 +16,10 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
   same rules as on disk, kept by the store's conditional writes).
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
   restart on a new node needs nothing from the old one.
+- **Newer local files kept.** The writing member's copy is first made one with the prefix
+  (`reconcile`): a copy that continues the bucket's latest checkpoint (one left by a store
+  that went down) publishes what the bucket lacks and merges the files a run appends to,
+  never taking the bucket's older ones; a copy of another lineage is set aside whole.
 - **Nothing lost at the end.** `published` flushes before the process exits, SIGTERM's save
   included; a store that stays down (`TFYARD_STORE_TIMEOUT`) ends the run in one line naming
   the local copy, and one that refuses (no such bucket, access denied) is named at once and
@@ -29,19 +33,17 @@ import dataclasses
 import glob
 import logging
 import os
-import tempfile
 import time
 import uuid
 
 from tfyard.errors import UserError
 from tfyard.process.sender import Newest, Sender, Timing
-from tfyard.replace import TMP, staging_pattern
+from tfyard.replace import staging_pattern
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
     EXPORT,
     LEASE,
     POINTER,
-    PUBLISHING,
     RunDirectory,
 )
 from tfyard.storage import location, mirror, stores, upload_file
@@ -49,6 +51,7 @@ from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.directory import checkpoint_paths
 from tfyard.train.rundir.lease import take_bucket_lease
+from tfyard.train.rundir.reconcile import reconciled, run_names, skipped
 
 log = logging.getLogger("tfyard")
 
@@ -56,13 +59,6 @@ PERIOD_S = 10.0   # how often changed files are uploaded
 # a save is uploaded at once; a failure is retried after 1, 2, 4, 8, then every 10 s
 TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True)
 FLAG = "--output_dir"
-
-
-def _skipped(name: str) -> bool:
-    """Files of the copy that are not the run's: the lease, temporaries, snapshots."""
-    first = name.split("/", 1)[0]
-    return (first in (CHECKPOINTS, PUBLISHING, LEASE)
-            or TMP in name or mirror.PARTIAL in name)
 
 
 class Publisher:
@@ -150,24 +146,18 @@ class Publisher:
                 self._delete(name)
 
     def _publish_files(self) -> None:
-        present = set()
-        for folder, _, files in os.walk(self.copy):
-            for file in files:
-                path = os.path.join(folder, file)
-                name = os.path.relpath(path, self.copy).replace(os.sep, "/")
-                if _skipped(name):
-                    continue
-                present.add(name)
-                version = _version(path)
-                if version is not None and self._sent.get(name) != version:
-                    self._upload(path, name)
-                    self._sent[name] = version
+        present = run_names(self.copy)
+        for name, path in present.items():
+            version = _version(path)
+            if version is not None and self._sent.get(name) != version:
+                self._upload(path, name)
+                self._sent[name] = version
         # an export being replaced is briefly absent where the file system cannot swap
         # directories in one step: the bucket keeps the previous one meanwhile
         swapping = bool(self.run.files.matching(os.path.join(
             glob.escape(self.copy), staging_pattern(EXPORT))))
-        for name in sorted(self._remote - present):
-            if not _skipped(name) and not (swapping and name.startswith(EXPORT + "/")):
+        for name in sorted(self._remote - set(present)):
+            if not skipped(name) and not (swapping and name.startswith(EXPORT + "/")):
                 self._delete(name)
 
     def _upload(self, path: str, name: str) -> None:
@@ -191,54 +181,23 @@ def _version(path: str) -> tuple[int, int] | None:
     return stat.st_size, stat.st_mtime_ns
 
 
-def _push_newer(place, copy: str) -> None:
-    """A run stopped because the store was down left a newer checkpoint in its copy than the
-    bucket has: upload it (files, then the pointer) before the copy is made level."""
-    run = RunDirectory(copy)
-    if not run.files.has(run.pointer):
-        return
-    local = _latest(run.checkpoints)
-    objects = stores.of(place.scheme)
-    pointer = place.child(f"{CHECKPOINTS}/{POINTER}")
-    remote, text = None, objects.read(pointer, FLAG)
-    if text is not None:
-        with tempfile.TemporaryDirectory(prefix="tfyard-pointer-") as theirs:
-            run.files.write_whole(os.path.join(theirs, POINTER),
-                                  text.decode("utf-8", "replace"))
-            remote = _latest(theirs)
-    if local is None or (remote is not None and _number(remote) >= _number(local)):
-        return
-    log.info(f"tfyard: uploading {os.path.basename(local)}, which {copy} holds and {place} "
-             "does not yet")
-    for file in sorted(run.files.matching(glob.escape(local) + ".*")):
-        objects.upload(file, place.child(f"{CHECKPOINTS}/{os.path.basename(file)}"), FLAG)
-    objects.upload(run.pointer, pointer, FLAG)
-
-
-def _latest(checkpoints: str) -> str | None:
-    """The latest checkpoint the pointer in `checkpoints` names (`.../ckpt-N`), if any."""
-    named = checkpoint_paths(checkpoints)
-    return named[0] if named else None
-
-
-def _number(checkpoint: str) -> int:
-    """N of `.../ckpt-N`."""
-    return int(checkpoint.rpartition("-")[2])
-
-
-def put_back(copy: str, url: str, name: str) -> str:
+def put_back(copy: str, url: str, name: str, leased: bool = False) -> str:
     """The file `name` of a run's local copy uploaded to the run in its bucket, for the
-    commands that add to a run afterwards (`evaluate`, `plot`, `track`); returns its URL."""
+    commands that add to a run afterwards (`evaluate`, `plot`, `track`); returns its URL.
+    A file the run writes itself (`leased`: run.json) goes up under the run's lease, as
+    every write of the run does, so a live run is never overwritten (it refuses in one
+    line)."""
     target = f"{url.rstrip('/')}/{name}"
-    upload_file(RunDirectory(copy).path(name), target, FLAG)
+    with take_bucket_lease(url) if leased else contextlib.nullcontext():
+        upload_file(RunDirectory(copy).path(name), target, FLAG)
     return target
 
 
 @contextlib.contextmanager
 def published(plat, cluster):
     """For a run in a bucket (`plat.output_url`): the member that writes the run holds the
-    bucket's lease, copies the prefix to `plat.output_dir` and publishes that copy until the
-    block ends (flushed then, whatever ends it); another member copies the prefix to the
+    bucket's lease, makes its copy `plat.output_dir` one with the prefix (`reconciled`) and
+    publishes that copy until the block ends (flushed then, whatever ends it); another member copies the prefix to the
     readers' copy under `work_dir/bucket-data` (what it restores from). Yields the platform
     to train with and the Publisher (None on other members and for a local run)."""
     if plat.output_url is None:
@@ -252,8 +211,7 @@ def published(plat, cluster):
         return
     lease = take_bucket_lease(plat.output_url)
     try:
-        _push_newer(place, plat.output_dir)
-        _, names = mirror.pulled_run(place, plat.output_dir, FLAG, leave={LEASE})
+        names = reconciled(place, plat.output_dir)
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
             yield plat, publisher

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import uuid
 
 from tfyard.data.formats import canonical
 from tfyard.errors import UserError, plain_op_error
@@ -21,6 +22,8 @@ from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import CHECKPOINTS, TEMPORARIES, RunDirectory
 
 log = logging.getLogger("tfyard")
+
+STARTS = "starts"   # run.json's field: an id for each start of the run, oldest first
 
 
 def checkpoint_paths(directory: str) -> list[str]:
@@ -63,8 +66,12 @@ def remove_temporaries(output_dir: str) -> None:
 def read_json_lines(path: str) -> list[dict]:
     """The JSON objects of a JSON-lines file (`metrics.jsonl`); lines that do not parse (torn
     by a kill) are skipped with one warning. A whole JSON file reads as one object."""
+    return parse_json_lines(files_for(path).read_whole(path), path)
+
+
+def parse_json_lines(text: str, where: str) -> list[dict]:
+    """`read_json_lines` of a file's text already read (`where` names it in the warning)."""
     records, torn = [], []
-    text = files_for(path).read_whole(path)
     try:
         whole = json.loads(text)
         return [whole] if isinstance(whole, dict) else []
@@ -82,7 +89,7 @@ def read_json_lines(path: str) -> list[dict]:
         else:
             torn.append(number)
     if torn:
-        log.warning(f"tfyard: warning: {path}: skipped {len(torn)} torn line(s) (line "
+        log.warning(f"tfyard: warning: {where}: skipped {len(torn)} torn line(s) (line "
                     f"{', '.join(map(str, torn[:5]))}), left by a process killed mid-write")
     return records
 
@@ -94,6 +101,12 @@ def read_run(output_dir: str) -> dict | None:
         return None
     records = read_json_lines(path)
     return records[-1] if records else None
+
+
+def started(before: dict | None) -> list[str]:
+    """run.json's `starts` for this start: those of the run.json it continues, and a new id,
+    so that a copy holding the bucket's last id is known to continue the bucket's lineage."""
+    return [*(before or {}).get(STARTS, []), uuid.uuid4().hex]
 
 
 def refuse_other_run(output_dir: str, model: str, dataset: str, num_classes: int) -> None:

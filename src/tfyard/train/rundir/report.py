@@ -14,6 +14,7 @@ import tensorflow as tf
 from tfyard.errors import disk_error
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import METRICS, RunDirectory
+from tfyard.train.rundir.directory import read_json_lines
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
@@ -24,12 +25,29 @@ def write_json_atomic(path: str, payload: dict) -> None:
         raise disk_error(exc, f"write {path}") or exc from None
 
 
-class Reporter:
-    """Appends each report to `<name>.jsonl` and to TensorBoard under `log_dir`."""
+KINDS = ("train", "eval")
 
-    def __init__(self, output_dir: str, log_dir: str, name: str = METRICS):
+
+def _drop_after(path: str, start: int) -> None:
+    """Rewrite `path` whole without its reports of a step after `start` (they run again)."""
+    records = read_json_lines(path)
+    kept = [record for record in records
+            if not (record.get("kind") in KINDS and record.get("step", 0) > start)]
+    if len(kept) < len(records):
+        files_for(path).write_whole(path, "".join(json.dumps(record) + "\n" for record in kept))
+
+
+class Reporter:
+    """Appends each report to `<name>.jsonl` and to TensorBoard under `log_dir`. Given the
+    step a run `start`s from, it first drops the reports of the steps it will run again (a
+    resume from an earlier checkpoint), so each step keeps its latest report only."""
+
+    def __init__(self, output_dir: str, log_dir: str, name: str = METRICS,
+                 start: int | None = None):
         run = RunDirectory(output_dir)
         path, files = run.reports(name), run.files
+        if start is not None and files.has(path):
+            _drop_after(path, start)
         torn = files.ends_torn(path)
         self._jsonl = files.appending(path)
         if torn:  # a record cut short by a kill: the next one starts on a fresh line
@@ -38,7 +56,7 @@ class Reporter:
         self._writers = {
             kind: tf.summary.create_file_writer(
                 os.path.join(log_dir, kind if name == METRICS else name))
-            for kind in ("train", "eval")
+            for kind in KINDS
         }
 
     def report(self, step: int, epoch: float, metrics: dict, kind: str = "train") -> dict:
