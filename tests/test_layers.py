@@ -426,7 +426,8 @@ PLACES_ALLOWED: dict[tuple[str, str], str] = {
     ("tfyard.pack.owned", "path.rename"): "moves the user's own Dockerfile aside to NAME.bak "
     "(--force): a user file kept, not an output written",
     ("tfyard.runfiles.files", "os.rename"): "the run directory's `move`, by which the lease "
-    "sets a stale lease aside: a rename of the lease, no output written",
+    "sets a stale lease aside and a bucket run's copy of another lineage is set aside whole "
+    "(`reconcile`): a rename of what exists, no output written",
     ("tfyard.storage", "os.rename"): "a run's local copy that an older tfyard left inside the "
     "default work dir, moved whole to its place (`run_copy`): a copy moved, not an output written",
     ("tfyard.storage.mirror", "os.replace"): "a bucket's object downloaded into the local "

@@ -2,7 +2,8 @@
 the background with the promises of a run on disk. One writer (a second is refused in one
 line), SIGTERM's save reaches the bucket before exit, a checkpoint is in the bucket whole or
 not at all (a run SIGKILLed while the store stalls resumes from the last whole one), a store
-that goes down stops the run in one line and loses nothing, and a restart on a new node
+that goes down stops the run in one line and loses nothing (the rerun publishes the steps
+trained meanwhile instead of taking the bucket's older files), and a restart on a new node
 (nothing on its disk) resumes from the bucket alone: every broken run ends bit for bit where
 an unbroken local run of the same flags ends. Evaluate, plot and predict read it there."""
 
@@ -227,6 +228,14 @@ def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
         assert f"uploading ckpt-{kept}" in out
     finally:
         proxy.close()
-    summary = json.loads(objects(s3, name, "b")["summary.json"])
+    stored = objects(s3, name, "b")
+    summary = json.loads(stored["summary.json"])
     assert summary["resumed_from_step"] == kept
     assert summary["weights_digest"] == unbroken["weights_digest"]
+    # the steps trained while the store was down are in both, each step's report once
+    assert stored["metrics.jsonl"] == (copy / "metrics.jsonl").read_bytes()
+    reports = [json.loads(line) for line in stored["metrics.jsonl"].splitlines()]
+    assert [r["step"] for r in reports if r["kind"] == "train"] == list(range(5, 61, 5))
+    events = {str(p.relative_to(copy)): p.read_bytes() for p in copy.rglob("*tfevents*")}
+    assert len([n for n in events if n.startswith("logs/train/")]) >= 2   # each start's
+    assert all(stored[key] == data for key, data in events.items())

@@ -171,6 +171,24 @@ def test_metrics_console_and_eval_actions(tmp_path, tfyard_log):
     assert list((tmp_path / "logs" / "train").iterdir())   # TensorBoard events
 
 
+def test_a_resume_keeps_each_steps_latest_report_only(tmp_path):
+    """Resumed from step 3, the reports of steps 4 and later (train and eval) run again: the
+    earlier ones are dropped before the new ones are appended; a torn line goes too."""
+    old = [{"kind": kind, "step": step, "time": 0.0} for kind, step in
+           (("train", 2), ("train", 3), ("train", 4), ("eval", 4), ("other", 9))]
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in old) + '{"kind": "tr')
+    trainer = toy_trainer()
+    trainer.step.assign(3)
+    actions = [EvalAction(lambda: {"loss": 0.5, "top1": 0.75, "top5": 1.0}, every_steps=4),
+               MetricsAction(Reporter(str(tmp_path), str(tmp_path / "logs"), start=3))]
+    Controller(trainer, 6, 3, actions).run()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["step"], r["time"] > 0) for r in records] == [
+        ("train", 2, False), ("train", 3, False), ("other", 9, False), ("train", 4, True),
+        ("eval", 4, True), ("train", 6, True), ("eval", 6, True)]
+
+
 def test_a_rerun_of_a_finished_run_evaluates_once_and_records_nothing(tmp_path):
     trainer = toy_trainer()
     trainer.step.assign(6)

@@ -197,8 +197,9 @@ def put_back(copy: str, url: str, name: str, leased: bool = False) -> str:
 def published(plat, cluster):
     """For a run in a bucket (`plat.output_url`): the member that writes the run holds the
     bucket's lease, makes its copy `plat.output_dir` one with the prefix (`reconciled`) and
-    publishes that copy until the block ends (flushed then, whatever ends it); another member copies the prefix to the
-    readers' copy under `work_dir/bucket-data` (what it restores from). Yields the platform
+    publishes that copy until the block ends (flushed then, whatever ends it); another
+    member copies the prefix to the readers' copy under `work_dir/bucket-data` (what it
+    restores from). Yields the platform
     to train with and the Publisher (None on other members and for a local run)."""
     if plat.output_url is None:
         yield plat, None

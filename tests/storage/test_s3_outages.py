@@ -1,0 +1,155 @@
+"""A rerun after a store outage, at each stage, on the real S3-protocol server (no training:
+the copy and the bucket are laid out as a stopped run leaves them). The copy that continues
+the bucket's latest checkpoint wins and loses nothing (the store back with older files, or
+back empty; the last files of a final flush that failed); a copy of another lineage is set
+aside whole, never deleted; a new node copies the bucket; every report either side held
+survives, a step run again keeping its latest report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.storage.proxy import StoreProxy
+from tests.storage.test_s3_runs import bucket, bucket_step, objects
+from tfyard.errors import UserError
+from tfyard.storage import location
+from tfyard.train.rundir.bucket import Publisher
+from tfyard.train.rundir.reconcile import reconciled
+
+EVENTS = "logs/train/events.out.tfevents.1.host.1.v2"
+
+
+def report(step: int, kind: str = "train", at: float | None = None) -> str:
+    return json.dumps({"kind": kind, "step": step, "epoch": step / 100,
+                       "time": at if at is not None else 1000.0 + step, "loss": 1.0}) + "\n"
+
+
+def run_file(*starts: str) -> str:
+    return json.dumps({"model": "cifar_resnet8", "dataset": "digits", "num_classes": 10,
+                       "starts": list(starts)})
+
+
+def checkpoint(step: int) -> dict[str, bytes]:
+    return {f"checkpoints/ckpt-{step}.index": b"i" * step,
+            f"checkpoints/ckpt-{step}.data-00000-of-00001": b"d" * step,
+            f"checkpoints/ckpt-{step}.meta.json": b"{}",
+            "checkpoints/checkpoint": f'model_checkpoint_path: "ckpt-{step}"\n'
+                                      f'all_model_checkpoint_paths: "ckpt-{step}"\n'.encode()}
+
+
+def stopped_at(step: int, *starts: str, reports: str = "", events: bytes = b"") -> dict:
+    """A run's files as it leaves them at `step` (the bucket's, or a copy's)."""
+    return {"run.json": run_file(*starts).encode(), "metrics.jsonl": reports.encode(),
+            EVENTS: events, **checkpoint(step)}
+
+
+def put(s3, name: str, prefix: str, files: dict[str, bytes]) -> None:
+    for key, body in files.items():
+        s3.put_object(Bucket=name, Key=f"{prefix}/{key}", Body=body)
+
+
+def lay(copy: Path, files: dict[str, bytes]) -> None:
+    """The copy's files, written after the bucket's (a copy's newer files are newer)."""
+    later = time.time() + 5
+    for key, body in files.items():
+        (copy / key).parent.mkdir(parents=True, exist_ok=True)
+        (copy / key).write_bytes(body)
+        os.utime(copy / key, (later, later))
+
+
+def held(copy: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(copy)): path.read_bytes()
+            for path in copy.rglob("*") if path.is_file()}
+
+
+TRAINED = "".join(report(step) for step in range(10, 601, 10))   # 60 reports to step 600
+BEFORE = "".join(report(step) for step in range(10, 50, 10))     # the bucket's, to step 40
+
+
+def test_a_copy_left_by_an_outage_wins_publishes_and_merges(s3, tmp_path):
+    name = bucket(s3, "outage")
+    # The bucket stopped at step 50; it also holds what the copy lacks: a report of a step
+    # run twice (the copy's is later), an evaluation, a second events file, curves.png.
+    put(s3, name, "x", {**stopped_at(50, "a", reports=BEFORE + report(30, at=5.0) + report(
+        40, "eval"), events=b"0123"), "logs/eval/events.out.tfevents.2.host.2.v2": b"ev",
+        "curves.png": b"png"})
+    copy = tmp_path / "copy"
+    lay(copy, {**stopped_at(600, "a", reports=TRAINED, events=b"0123456789"),
+               "summary.json": b"{}"})
+    names = reconciled(location("s3://outage/x"), str(copy))
+
+    merged = (copy / "metrics.jsonl").read_text().splitlines()
+    assert len(merged) == 61 and report(40, "eval").strip() in merged      # nothing lost
+    assert [line for line in merged if '"step": 30,' in line] == [report(30).strip()]
+    stored = objects(s3, name, "x")
+    assert held(copy) == {key: body for key, body in stored.items()
+                          if not key.startswith("checkpoints/ckpt-50")}   # one with the bucket
+    assert stored[EVENTS] == b"0123456789" and bucket_step(s3, name, "x") == 600
+    assert (copy / "curves.png").read_bytes() == b"png" and set(stored) == names
+
+
+def test_a_store_back_empty_takes_the_whole_copy(s3, tmp_path):
+    name = bucket(s3, "empty")
+    copy = tmp_path / "copy"
+    lay(copy, stopped_at(600, "a", reports=TRAINED, events=b"0123"))
+    kept = held(copy)
+    reconciled(location("s3://empty/x"), str(copy))
+    assert held(copy) == kept == objects(s3, name, "x")
+
+
+def test_the_last_files_of_a_failed_final_flush_go_up_on_the_rerun(
+        s3, s3_endpoint, tmp_path, monkeypatch):
+    name = bucket(s3, "flush")
+    put(s3, name, "x", stopped_at(50, "a", reports=BEFORE, events=b"0123"))
+    copy, url = tmp_path / "copy", "s3://flush/x"
+    proxy = StoreProxy(s3_endpoint)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
+        monkeypatch.setenv("TFYARD_STORE_TIMEOUT", "2")
+        publisher = Publisher(url, str(copy), reconciled(location(url), str(copy)))
+        lay(copy, {**stopped_at(600, "a", reports=TRAINED, events=b"0123456789"),
+                   "summary.json": b"{}"})
+        proxy.stop()   # down as the run ends: its last files stay in the copy
+        with pytest.raises(UserError, match=f"latest files are kept in {copy}: rerun"):
+            publisher.close()
+        proxy.release()
+        reconciled(location(url), str(copy))
+    finally:
+        proxy.close()
+    stored = objects(s3, name, "x")
+    assert stored["summary.json"] == b"{}" and stored["metrics.jsonl"] == TRAINED.encode()
+    assert stored[EVENTS] == b"0123456789" and bucket_step(s3, name, "x") == 600
+
+
+@pytest.mark.parametrize("copy_step, starts", [(600, ("a",)), (40, ("a", "b"))])
+def test_a_copy_of_another_lineage_is_set_aside_whole(s3, tmp_path, caplog, copy_step,
+                                                      starts):
+    """Another start resumed from the bucket and trained on (the copy lacks its start), or
+    the copy is behind the bucket's checkpoint: the bucket's lineage wins."""
+    name = bucket(s3, f"lineage-{copy_step}")
+    theirs = stopped_at(300, "a", "b", "c", reports=BEFORE, events=b"01")
+    put(s3, name, "x", theirs)
+    copy = tmp_path / "copy"
+    lay(copy, stopped_at(copy_step, *starts, reports=TRAINED, events=b"0123456789"))
+    ours = held(copy)
+    with caplog.at_level(logging.INFO, logger="tfyard"):
+        reconciled(location(f"s3://{name}/x"), str(copy))
+    assert held(copy) == theirs == objects(s3, name, "x")
+    (aside,) = [line.split(" as ")[1].split(";")[0] for line in caplog.messages
+                if "set aside whole as" in line]
+    assert Path(aside).parent == tmp_path and Path(aside).name.startswith("copy.set-aside-")
+    assert held(Path(aside)) == ours
+
+
+def test_a_new_node_copies_the_bucket(s3, tmp_path):
+    name = bucket(s3, "node")
+    theirs = stopped_at(50, "a", reports=BEFORE, events=b"01")
+    put(s3, name, "x", theirs)
+    reconciled(location("s3://node/x"), str(tmp_path / "copy"))
+    assert held(tmp_path / "copy") == theirs and list(tmp_path.iterdir()) == [tmp_path / "copy"]
