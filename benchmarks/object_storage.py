@@ -7,9 +7,11 @@ Starts moto's S3 server on 127.0.0.1 (the test server: it shares this machine's 
    rate is local disk's; the copy itself is timed against a plain client reading every
    object whole, one after another, from the same server);
 2. training: `tfyard train` with `--output_dir s3://...` against a local output dir, the same
-   flags, checkpoints every 50 steps; the step rate is each run's `mean_images_per_sec`.
+   flags, checkpoints every 50 steps, in alternated pairs; the step rate is each run's
+   `mean_images_per_sec`, and each run's last quarter and its tail (last report to exit:
+   the final flush) are timed too, to tell a slower step from a slower end.
 
-Prints each rate and its ratio to its baseline.
+Prints each rate and its ratio to its baseline (training: the median over pairs).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -47,20 +51,92 @@ def plain_read_seconds(client, prefix: str) -> float:
     return time.perf_counter() - started
 
 
-def train_rate(output_dir: str, work: str, steps: int) -> float:
+@dataclass
+class Run:
+    """One training run: its step rate, its wall time, and where its time went at the end."""
+
+    rate: float        # mean_images_per_sec: the steady step rate
+    wall: float        # the whole process, start-up to exit
+    last_rate: float   # images/s over the last quarter of the reports
+    tail: float        # seconds from the last report to the exit (final flush included)
+
+
+def train_run(output_dir: str, copy: str, work: str, steps: int) -> Run:
+    """`tfyard train` into `output_dir` (its files read from `copy`, the local one for a
+    bucket), ResNet-20 on digits, checkpoints every 50 steps."""
     command = [sys.executable, "-m", "tfyard", "train", "--model", "cifar_resnet20",
                "--dataset", "digits", "--num_gpus", "0", "--seed", "1", "--quiet",
-               "--train_steps", str(steps), "--checkpoint_every_steps", "50", "--no_export",
+               "--train_steps", str(steps),
+               "--checkpoint_every_steps", "50", "--no_export",
                "--output_dir", output_dir, "--work_dir", work]
+    started = time.time()
     subprocess.run(command, check=True)
-    summary = os.path.join(output_dir, "summary.json")
-    if output_dir.startswith("s3://"):
-        client = boto3.client("s3")
-        key = output_dir.split("/", 3)[3] + "/summary.json"
-        return json.loads(client.get_object(Bucket=BUCKET, Key=key)["Body"].read())[
-            "mean_images_per_sec"]
-    with open(summary) as handle:
-        return json.load(handle)["mean_images_per_sec"]
+    ended = time.time()
+    with open(os.path.join(copy, "summary.json")) as handle:
+        summary = json.load(handle)
+    rate, batch = summary["mean_images_per_sec"], summary["global_batch"]
+    with open(os.path.join(copy, "metrics.jsonl")) as handle:
+        train = [r for r in map(json.loads, handle) if r["kind"] == "train"]
+    last = train[-len(train) // 4 - 1:]
+    last_rate = (last[-1]["step"] - last[0]["step"]) * batch / (last[-1]["time"] - last[0]["time"])
+    return Run(rate, ended - started, last_rate, ended - train[-1]["time"])
+
+
+def train_pairs(root: str, pairs: int, steps: int) -> None:
+    """`pairs` local and bucket runs, alternated (who goes first swaps each pair: drift on a
+    shared machine falls on both); each figure the median over pairs of the ratio within."""
+    runs: dict[str, list[Run]] = {"local": [], "s3": []}
+    for pair in range(pairs):
+        for side in ("local", "s3") if pair % 2 == 0 else ("s3", "local"):
+            work = os.path.join(root, f"{side}-work-{pair}")
+            if side == "local":
+                out = copy = os.path.join(root, f"run-{pair}")
+            else:
+                out = f"s3://{BUCKET}/run-{pair}"
+                copy = os.path.join(work, "bucket-runs", "s3", BUCKET, f"run-{pair}")
+            runs[side].append(train_run(out, copy, work, steps))
+        local, bucket = runs["local"][-1], runs["s3"][-1]
+        print(f"pair {pair + 1}: local {local.rate:.0f} images/s (last quarter "
+              f"{local.last_rate:.0f}, {local.wall:.1f} s, tail {local.tail:.1f} s); s3:// "
+              f"{bucket.rate:.0f} (last quarter {bucket.last_rate:.0f}, {bucket.wall:.1f} s, "
+              f"tail {bucket.tail:.1f} s); ratio {bucket.rate / local.rate:.3f}x", flush=True)
+
+    def median(figure) -> float:
+        return statistics.median(figure(bucket) / figure(local) for local, bucket
+                                 in zip(runs["local"], runs["s3"], strict=True))
+
+    print(f"training, checkpoints every 50 steps, median of {pairs} alternated pairs (s3:// / "
+          f"local): step rate {median(lambda r: r.rate):.3f}x (target >= 0.97), last quarter's "
+          f"rate {median(lambda r: r.last_rate):.3f}x, wall time {median(lambda r: r.wall):.3f}x,"
+          f" tail {median(lambda r: r.tail):.2f}x")
+
+
+def read_input(client, root: str, args) -> None:
+    """The shards read from local disk and from the bucket (its copy timed against a plain
+    client's whole-object reads)."""
+    shards = os.path.join(root, "shards")
+    os.makedirs(shards)
+    write_data(shards, args.images, args.shards)
+    for name in sorted(os.listdir(shards)):
+        client.upload_file(os.path.join(shards, name), BUCKET, f"shards/{name}")
+    size = sum(os.path.getsize(os.path.join(shards, n)) for n in os.listdir(shards))
+
+    plain = plain_read_seconds(client, "shards")
+    stores.of("s3")   # made once a process; the plain client above is made already
+    started = time.perf_counter()
+    readable_dir(f"s3://{BUCKET}/shards", os.path.join(root, "work"))
+    copy = time.perf_counter() - started
+    print(f"copy of {size / 1e6:.1f} MB: {size / copy / 1e6:.1f} MB/s; a plain client's "
+          f"whole-object reads: {size / plain / 1e6:.1f} MB/s; ratio {plain / copy:.2f}x")
+
+    rates = {}
+    for place in (shards, f"s3://{BUCKET}/shards"):
+        dataset = build_dataset("imagenet", "train", place, batch_size=args.batch_size,
+                                cache_dir=os.path.join(root, "work"))
+        rates[place] = rate(dataset, args.batches, args.batch_size)
+    local, bucket = rates[shards], rates[f"s3://{BUCKET}/shards"]
+    print(f"input pipeline: local disk {local:.0f} images/s, s3:// {bucket:.0f} "
+          f"images/s; ratio {bucket / local:.2f}x")
 
 
 def main() -> None:
@@ -71,7 +147,10 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--batches", type=int, default=24)
     parser.add_argument("--train_steps", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=2, help="training runs of each kind")
+    parser.add_argument("--pairs", type=int, default=5,
+                        help="training runs, a local and a bucket one each, alternated")
+    parser.add_argument("--parts", nargs="+", choices=("input", "training"),
+                        default=["input", "training"])
     args = parser.parse_args()
     server, endpoint = start_server()
     settings = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
@@ -79,44 +158,12 @@ def main() -> None:
     os.environ.update(settings)
     try:
         with tempfile.TemporaryDirectory(prefix="tfyard-bench-") as root:
-            shards = os.path.join(root, "shards")
-            os.makedirs(shards)
-            write_data(shards, args.images, args.shards)
             client = boto3.client("s3")
             client.create_bucket(Bucket=BUCKET)
-            for name in sorted(os.listdir(shards)):
-                client.upload_file(os.path.join(shards, name), BUCKET, f"shards/{name}")
-            size = sum(os.path.getsize(os.path.join(shards, n)) for n in os.listdir(shards))
-
-            plain = plain_read_seconds(client, "shards")
-            stores.of("s3")   # made once a process; the plain client above is made already
-            started = time.perf_counter()
-            readable_dir(f"s3://{BUCKET}/shards", os.path.join(root, "work"))
-            copy = time.perf_counter() - started
-            print(f"copy of {size / 1e6:.1f} MB: {size / copy / 1e6:.1f} MB/s; a plain client's "
-                  f"whole-object reads: {size / plain / 1e6:.1f} MB/s; ratio {plain / copy:.2f}x")
-
-            rates = {}
-            for place in (shards, f"s3://{BUCKET}/shards"):
-                dataset = build_dataset("imagenet", "train", place, batch_size=args.batch_size,
-                                        cache_dir=os.path.join(root, "work"))
-                rates[place] = rate(dataset, args.batches, args.batch_size)
-            local, bucket = rates[shards], rates[f"s3://{BUCKET}/shards"]
-            print(f"input pipeline: local disk {local:.0f} images/s, s3:// {bucket:.0f} "
-                  f"images/s; ratio {bucket / local:.2f}x")
-
-            local_train, bucket_train = [], []
-            for round_ in range(args.rounds):   # alternated: drift on a shared machine
-                local_train.append(train_rate(os.path.join(root, f"run{round_}"),
-                                              os.path.join(root, f"w{round_}"),
-                                              args.train_steps))
-                bucket_train.append(train_rate(f"s3://{BUCKET}/run{round_}",
-                                               os.path.join(root, f"v{round_}"),
-                                               args.train_steps))
-            local, bucket = max(local_train), max(bucket_train)
-            print(f"training, checkpoints every 50 steps (best of {args.rounds}): local output "
-                  f"{local:.0f} images/s, s3:// output {bucket:.0f} images/s; ratio "
-                  f"{bucket / local:.2f}x")
+            if "input" in args.parts:
+                read_input(client, root, args)
+            if "training" in args.parts:
+                train_pairs(root, args.pairs, args.train_steps)
     finally:
         stop(server)
 

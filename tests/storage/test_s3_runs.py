@@ -9,6 +9,7 @@ an unbroken local run of the same flags ends. Evaluate, plot and predict read it
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -235,7 +236,9 @@ def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
     # the steps trained while the store was down are in both, each step's report once
     assert stored["metrics.jsonl"] == (copy / "metrics.jsonl").read_bytes()
     reports = [json.loads(line) for line in stored["metrics.jsonl"].splitlines()]
-    assert [r["step"] for r in reports if r["kind"] == "train"] == list(range(5, 61, 5))
+    steps = [r["step"] for r in reports if r["kind"] == "train"]   # a chunk: 5 steps or less
+    assert steps == sorted(set(steps)) and steps[0] == 5 and steps[-1] == 60
+    assert max(b - a for a, b in itertools.pairwise(steps)) <= 5, steps
     events = {str(p.relative_to(copy)): p.read_bytes() for p in copy.rglob("*tfevents*")}
     assert len([n for n in events if n.startswith("logs/train/")]) >= 2   # each start's
     assert all(stored[key] == data for key, data in events.items())
