@@ -19,7 +19,7 @@ from tests.storage.proxy import StoreProxy
 from tests.storage.test_s3_runs import bucket, bucket_step, objects
 from tfyard.errors import UserError
 from tfyard.storage import location
-from tfyard.train.rundir.bucket import Publisher
+from tfyard.train.rundir.bucket import Publisher, put_back
 from tfyard.train.rundir.reconcile import reconciled
 
 EVENTS = "logs/train/events.out.tfevents.1.host.1.v2"
@@ -94,6 +94,15 @@ def test_a_copy_left_by_an_outage_wins_publishes_and_merges(s3, tmp_path):
     assert (copy / "curves.png").read_bytes() == b"png" and set(stored) == names
 
 
+def test_the_copys_export_is_kept_whole(s3, tmp_path):
+    name = bucket(s3, "export")
+    put(s3, name, "x", {**stopped_at(50, "a"), "export/model.h5": b"old"})
+    copy = tmp_path / "copy"
+    lay(copy, {**stopped_at(600, "a"), "export/model.keras": b"new"})
+    reconciled(location("s3://export/x"), str(copy))
+    assert sorted(p.name for p in (copy / "export").iterdir()) == ["model.keras"]
+
+
 def test_a_store_back_empty_takes_the_whole_copy(s3, tmp_path):
     name = bucket(s3, "empty")
     copy = tmp_path / "copy"
@@ -153,3 +162,18 @@ def test_a_new_node_copies_the_bucket(s3, tmp_path):
     put(s3, name, "x", theirs)
     reconciled(location("s3://node/x"), str(tmp_path / "copy"))
     assert held(tmp_path / "copy") == theirs and list(tmp_path.iterdir()) == [tmp_path / "copy"]
+
+
+def test_run_json_goes_back_under_the_runs_lease(s3, tmp_path):
+    """`evaluate` and `track` put run.json back only when no run holds the prefix."""
+    name = bucket(s3, "puts")
+    copy = tmp_path / "copy"
+    lay(copy, {"run.json": run_file("a").encode()})
+    live = {"host": "another-host", "pid": 1, "started": 0, "token": "theirs"}
+    s3.put_object(Bucket=name, Key="x/.tfyard-lease", Body=json.dumps(live))
+    with pytest.raises(UserError, match=r"^s3://puts/x is in use by another run"):
+        put_back(str(copy), "s3://puts/x", "run.json", leased=True)
+    assert "run.json" not in objects(s3, name, "x")
+    s3.delete_object(Bucket=name, Key="x/.tfyard-lease")   # the run ended
+    put_back(str(copy), "s3://puts/x", "run.json", leased=True)
+    assert objects(s3, name, "x") == {"run.json": run_file("a").encode()}   # lease released

@@ -22,6 +22,7 @@ import time
 from tfyard.replace import TMP
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
+    EXPORT,
     LEASE,
     POINTER,
     PUBLISHING,
@@ -108,8 +109,9 @@ def _published(place: Location, run: RunDirectory, theirs: dict[str, Entry],
     """Make the bucket and the winning copy `run` hold the same files: the bucket's files
     the copy lacks copied down, the appended ones merged, the rest of the copy's uploaded."""
     ours, down = run_names(run.root), []
+    exported = run.files.has(run.export)   # written whole: the copy's, not a mix of two
     for name, entry in theirs.items():
-        if skipped(name):
+        if skipped(name) or exported and name.startswith(EXPORT + "/"):
             continue   # checkpoints: the copy's latest goes up, the pointer then names it
         if name not in ours or appended(name) and _theirs_extend(place, run, name, entry):
             down.append(entry)
