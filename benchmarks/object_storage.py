@@ -61,14 +61,13 @@ class Run:
     tail: float        # seconds from the last report to the exit (final flush included)
 
 
-def train_run(output_dir: str, copy: str, work: str, steps: int) -> Run:
+def train_run(output_dir: str, copy: str, work: str, steps: int, flags: list[str]) -> Run:
     """`tfyard train` into `output_dir` (its files read from `copy`, the local one for a
-    bucket), ResNet-20 on digits, checkpoints every 50 steps."""
+    bucket), ResNet-20 on digits, checkpoints every 50 steps, then `flags`."""
     command = [sys.executable, "-m", "tfyard", "train", "--model", "cifar_resnet20",
                "--dataset", "digits", "--num_gpus", "0", "--seed", "1", "--quiet",
-               "--train_steps", str(steps),
-               "--checkpoint_every_steps", "50", "--no_export",
-               "--output_dir", output_dir, "--work_dir", work]
+               "--train_steps", str(steps), "--checkpoint_every_steps", "50", "--no_export",
+               "--output_dir", output_dir, "--work_dir", work, *flags]
     started = time.time()
     subprocess.run(command, check=True)
     ended = time.time()
@@ -82,7 +81,7 @@ def train_run(output_dir: str, copy: str, work: str, steps: int) -> Run:
     return Run(rate, ended - started, last_rate, ended - train[-1]["time"])
 
 
-def train_pairs(root: str, pairs: int, steps: int) -> None:
+def train_pairs(root: str, pairs: int, steps: int, flags: list[str]) -> None:
     """`pairs` local and bucket runs, alternated (who goes first swaps each pair: drift on a
     shared machine falls on both); each figure the median over pairs of the ratio within."""
     runs: dict[str, list[Run]] = {"local": [], "s3": []}
@@ -94,7 +93,7 @@ def train_pairs(root: str, pairs: int, steps: int) -> None:
             else:
                 out = f"s3://{BUCKET}/run-{pair}"
                 copy = os.path.join(work, "bucket-runs", "s3", BUCKET, f"run-{pair}")
-            runs[side].append(train_run(out, copy, work, steps))
+            runs[side].append(train_run(out, copy, work, steps, flags))
         local, bucket = runs["local"][-1], runs["s3"][-1]
         print(f"pair {pair + 1}: local {local.rate:.0f} images/s (last quarter "
               f"{local.last_rate:.0f}, {local.wall:.1f} s, tail {local.tail:.1f} s); s3:// "
@@ -149,6 +148,9 @@ def main() -> None:
     parser.add_argument("--train_steps", type=int, default=200)
     parser.add_argument("--pairs", type=int, default=5,
                         help="training runs, a local and a bucket one each, alternated")
+    parser.add_argument("--train_flags", default="",
+                        help="more `tfyard train` flags for both sides (a quick probe on a "
+                        "loaded machine: --image_size 16 --no_jit_compile)")
     parser.add_argument("--parts", nargs="+", choices=("input", "training"),
                         default=["input", "training"])
     args = parser.parse_args()
@@ -163,7 +165,7 @@ def main() -> None:
             if "input" in args.parts:
                 read_input(client, root, args)
             if "training" in args.parts:
-                train_pairs(root, args.pairs, args.train_steps)
+                train_pairs(root, args.pairs, args.train_steps, args.train_flags.split())
     finally:
         stop(server)
 

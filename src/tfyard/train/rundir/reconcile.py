@@ -112,7 +112,7 @@ def _published(place: Location, run: RunDirectory, theirs: dict[str, Entry],
     exported = run.files.has(run.export)   # written whole: the copy's, not a mix of two
     for name, entry in theirs.items():
         if skipped(name) or exported and name.startswith(EXPORT + "/"):
-            continue   # checkpoints: the copy's latest goes up, the pointer then names it
+            continue   # the copy's: its latest checkpoint goes up, then the pointer naming it
         if name not in ours or appended(name) and _theirs_extend(place, run, name, entry):
             down.append(entry)
     mirror.fetched(place, down, run.root, FLAG)
@@ -140,11 +140,11 @@ def _theirs_extend(place: Location, run: RunDirectory, name: str, entry: Entry) 
     if theirs.startswith(ours):
         return True
     if appended(name) == "reports":
-        run.files.write_whole(path, merged_reports(ours, theirs, path))
+        run.files.write_whole(path, _merged_reports(ours, theirs, path))
     return False
 
 
-def merged_reports(ours: bytes, theirs: bytes, where: str) -> str:
+def _merged_reports(ours: bytes, theirs: bytes, where: str) -> str:
     """The reports of two versions of a `NAME.jsonl`, in time order: each record once, and
     of two reports of one kind and step (a step run again) the later only."""
     latest: dict = {}
