@@ -48,6 +48,13 @@ class LocalFiles:
         except FileNotFoundError:
             return b""
 
+    def size(self, path: str) -> int:
+        """The bytes `path` holds; 0 if it is missing."""
+        try:
+            return os.stat(path).st_size
+        except FileNotFoundError:
+            return 0
+
     def write_whole(self, path: str, text: str, exclusive: bool = False) -> None:
         """`path` replaced whole (readers never see half a file); with `exclusive`,
         FileExistsError if it exists (an atomic create)."""
@@ -139,6 +146,11 @@ class TensorFlowFiles(LocalFiles):
 
         with tf.io.gfile.GFile(path) as handle:
             return handle.read()
+
+    def size(self, path: str) -> int:
+        import tensorflow as tf
+
+        return tf.io.gfile.stat(path).length if tf.io.gfile.exists(path) else 0
 
     def ends_torn(self, path: str) -> bool:
         import tensorflow as tf

@@ -98,6 +98,8 @@ class RunningTrial:
     def _new_records(self) -> list[dict]:
         """The complete lines metrics.jsonl gained since the last call."""
         run = RunDirectory(self.run_dir)
+        if run.files.size(run.metrics) < self._offset:   # rewritten: a resumed trial dropped
+            self._offset = 0                            # the reports of steps it runs again
         data = run.files.read_from(run.metrics, self._offset)
         complete = data[:data.rfind(b"\n") + 1]
         self._offset += len(complete)

@@ -19,8 +19,12 @@ from tfyard.train.rundir.directory import read_json_lines
 
 def write_json_atomic(path: str, payload: dict) -> None:
     """Write JSON whole (`disk.LocalFiles.write_whole`), so readers never see half a file."""
+    _write_whole(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def _write_whole(path: str, text: str) -> None:
     try:
-        files_for(path).write_whole(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        files_for(path).write_whole(path, text)
     except (tf.errors.OpError, OSError) as exc:
         raise disk_error(exc, f"write {path}") or exc from None
 
@@ -34,7 +38,7 @@ def _drop_after(path: str, start: int) -> None:
     kept = [record for record in records
             if not (record.get("kind") in KINDS and record.get("step", 0) > start)]
     if len(kept) < len(records):
-        files_for(path).write_whole(path, "".join(json.dumps(record) + "\n" for record in kept))
+        _write_whole(path, "".join(json.dumps(record) + "\n" for record in kept))
 
 
 class Reporter:
