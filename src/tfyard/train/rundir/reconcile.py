@@ -76,8 +76,8 @@ def reconciled(place: Location, copy: str) -> set[str]:
             return _published(place, run, theirs, bucket_step)
         aside = f"{copy}{SET_ASIDE}{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
         run.files.move(copy, aside)
-        log.info(f"tfyard: {copy} does not continue the latest checkpoint of {place}: set "
-                 f"aside whole as {aside}; resuming from the bucket")
+        log.warning(f"tfyard: warning: {copy} does not continue the latest checkpoint of "
+                    f"{place}: set aside whole as {aside}; resuming from the bucket")
     return mirror.pulled_run(place, copy, FLAG, leave={LEASE})[1]
 
 
