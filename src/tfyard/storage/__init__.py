@@ -37,10 +37,17 @@ def in_bucket(path: str, flag: str) -> bool:
     return scheme_of(path) is not None and location(path, flag).scheme in BUCKET_SCHEMES
 
 
-def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir") -> str | None:
+def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir",
+                 streaming=None) -> str | None:
     """A directory TensorFlow and the readers can open for `path`: `path` itself unless it
     is in a bucket (None stays None), else its copy on local disk under `work_dir`, kept
-    equal to the prefix."""
+    equal to the prefix; with `streaming` (a `stream.Streaming`), a set larger than its
+    limit is read through a bounded cache instead (`stream.readable`)."""
+    if streaming is not None and path is not None and in_bucket(path, flag):
+        from tfyard.storage import stream
+
+        return stream.readable(location(path, flag), work_dir or default_cache(), streaming,
+                               flag)
     return _local(path, work_dir, flag, "mirrored")
 
 

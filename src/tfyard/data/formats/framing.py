@@ -15,6 +15,7 @@ import struct
 
 from tfyard.errors import UserError
 from tfyard.replace import replacing_file
+from tfyard.storage import stream
 
 CACHE_FILE = "tfrecord_counts.json"
 CHECKSUM = "corrupted: the record fails its checksum (its bytes changed after it was written)"
@@ -53,23 +54,31 @@ def count_records(path: str, strict: bool = True) -> int:
 
 def record_counts(files: list[str], cache_dir: str | None = None,
                   strict: bool = True) -> list[int]:
-    """Records per file, cached in `cache_dir` by (absolute path, size, mtime)."""
+    """Records per file, cached in `cache_dir` by (absolute path, size, mtime); a file in a
+    bucket's cache by (its URL, size, modified time), fetched once to be counted."""
     cache = _load(cache_dir)
+    keys = [stream.identity(path) or _stamped(path) for path in files]
+    known = [entry[2] if isinstance(entry := cache.get(key), list) and entry[:2] == stamp
+             else None for key, stamp in keys]
+    stream.announce([path for path, count in zip(files, known, strict=True) if count is None])
     counts, fresh = [], False
-    for path in files:
-        stat = os.stat(path)
-        key, stamp = os.path.abspath(path), [stat.st_size, stat.st_mtime_ns]
-        entry = cache.get(key)
-        if isinstance(entry, list) and entry[:2] == stamp:
-            counts.append(int(entry[2]))
-            continue
-        count, problem = walk(path)
-        if problem is None:  # only whole files are cached; a truncated one is re-walked
-            cache[key], fresh = [*stamp, count], True
-        counts.append(count_records(path, strict) if problem else count)
+    for path, (key, stamp), count in zip(files, keys, known, strict=True):
+        if count is None:
+            with stream.held(path):
+                count, problem = walk(path)
+                if problem is None:  # only whole files are cached; a truncated one is re-walked
+                    cache[key], fresh = [*stamp, count], True
+                else:
+                    count = count_records(path, strict)
+        counts.append(int(count))
     if fresh:
         _save(cache_dir, cache)
     return counts
+
+
+def _stamped(path: str) -> tuple[str, list]:
+    stat = os.stat(path)
+    return os.path.abspath(path), [stat.st_size, stat.st_mtime_ns]
 
 
 def _load(cache_dir: str | None) -> dict:

@@ -17,8 +17,10 @@ import contextlib
 from dataclasses import dataclass
 
 from tfyard.data import build_dataset, checked, dataset_info
+from tfyard.data.formats import streamed
 from tfyard.errors import UserError
 from tfyard.storage import readable_dir
+from tfyard.storage.stream import Streaming
 from tfyard.train.task import usercode
 
 
@@ -36,8 +38,11 @@ class RegistryInput:
 
     def __init__(self, options, plat):
         self.options, self.plat = options, plat
-        # the data's directory on local disk, copied once where it is in a bucket
-        self.data_dir = readable_dir(plat.data_dir, plat.work_dir)
+        # the data's directory on local disk: where it is in a bucket, copied once, or read
+        # through a bounded cache when it is larger than --data_cache_limit
+        streams = streamed(options.dataset)
+        self.data_dir = readable_dir(plat.data_dir, plat.work_dir, streaming=streams and
+                                     Streaming(options.data_cache_limit, streams))
         self.info = dataset_info(options.dataset, self.data_dir, cache_dir=plat.work_dir)
         self.name = self.info.name   # the canonical spelling (`folder` is `imagefolder`)
         self.num_classes = self.info.num_classes
