@@ -116,6 +116,8 @@ class Cache:
             if name in self._disk:   # now the one read last
                 del self._disk[name]
                 self._disk[name] = None
+            if not self._make_room(0, self._disk, read=True):   # the limit plus what is open
+                self._make_room(0, reversed(self._disk), read=False)
             self._lock.notify_all()
 
     def figures(self) -> dict:
@@ -151,8 +153,9 @@ class Cache:
 
     def _next(self) -> str | None:
         """The next file to fetch: the first one a reader waits for, else the next
-        announced; None while there is none, or its room is held by files still to read.
-        Room is made by removing files read, the one read longest ago first."""
+        announced; None while there is none, or no room for it. Room is made by removing
+        files read, the one read longest ago first; for a file a reader waits for, then
+        files fetched ahead and not yet opened too, the last fetched first."""
         def due(name: str) -> bool:
             return name not in self._disk and name not in self._fetching
 
@@ -163,18 +166,33 @@ class Cache:
         if name is None:
             return None
         size = self.entries[name].size
-        for old in list(self._disk):
-            if self.used + size <= self.limit:
-                break
-            if not (self._pins[old] or self._pending[old] or self._waits[old]):
-                del self._disk[old]
-                self.used -= self.entries[old].size
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(self.root, old))
-        if self.used + size > self.limit and wanted is None:
+        if wanted is None:
+            if not self._make_room(size + self._open_bytes(), self._disk, read=True):
+                return None
+        elif not (self._make_room(size, self._disk, read=True)
+                  or self._make_room(size, reversed(self._disk), read=False)):
             return None
         self._queue.remove(name)
         return name
+
+    def _open_bytes(self) -> int:
+        return sum(self.entries[name].size for name, pins in self._pins.items() if pins)
+
+    def _make_room(self, size: int, order, read: bool) -> bool:
+        """Remove files in `order` (those read, or with `read` False those fetched ahead and
+        not opened) until `size` more bytes and the files open stay within the limit;
+        whether they do. So disk used never passes the limit plus the files open."""
+        room = self.limit + self._open_bytes() - size
+        for name in list(order):
+            if self.used <= room:
+                break
+            if not (self._pins[name] or self._waits[name]) and \
+                    (self._pending[name] == 0) == read:
+                del self._disk[name]
+                self.used -= self.entries[name].size
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.root, name))
+        return self.used <= room
 
 
 _caches: dict[str, Cache] = {}   # by local root
@@ -185,8 +203,8 @@ def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str
     """The local folder the readers open for the prefix `place`: a whole copy
     (`WORK/bucket-data/...`) when it fits the limit, else a folder (`WORK/bucket-stream/...`)
     holding the prefix's other files whole and its shards as the cache fetches them."""
-    for root, cache in _caches.items():
-        if cache.place == place:
+    for root, cache in _caches.items():   # already read by this process
+        if cache.place == place and _under(root, work):
             return root
     entries = mirror.listed(place, flag)
     limit = streaming.limit or default_limit(work)
@@ -203,7 +221,8 @@ def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str
                         f"{place} (the two largest and the other files take "
                         f"{shown(need + limit - budget)}); give at least that much")
     _remove_whole_copy(mirror.copy_root(place, whole))
-    root = _claimed(mirror.copy_root(place, os.path.join(work, "bucket-stream")))
+    root = _claimed(mirror.copy_root(place, os.path.join(os.path.abspath(work),
+                                                         "bucket-stream")))
     cache = Cache(place, shards, root, budget, flag)
     mirror.fetched(place, others, root, flag)
     _caches[root] = cache
@@ -307,6 +326,11 @@ def held(path):
         released(path)
 
 
-def figures() -> list[dict]:
-    """What each cache of this process did: limit, high-water mark, bytes fetched, waits."""
-    return [cache.figures() for cache in _caches.values()]
+def figures(work: str) -> list[dict]:
+    """What each cache of this process in the work dir `work` did: limit, high-water mark,
+    bytes fetched, seconds readers waited."""
+    return [cache.figures() for root, cache in _caches.items() if _under(root, work)]
+
+
+def _under(root: str, work: str) -> bool:
+    return root.startswith(os.path.join(os.path.abspath(work), "bucket-stream") + os.sep)

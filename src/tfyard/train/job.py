@@ -315,7 +315,7 @@ def _finish(prepared: Prepared, state: RunState) -> dict:
     }
     if "export" in state.outputs:
         summary["export"] = state.outputs["export"]
-    if caches := stream.figures():   # data read from a bucket through a bounded cache
+    if caches := stream.figures(plat.work_dir):   # data read from a bucket through a bounded cache
         summary["data_cache"] = caches
     work = WorkDirectory(plat.work_dir)
     work.files.make_directory(work.members)
