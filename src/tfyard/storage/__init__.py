@@ -5,8 +5,9 @@ scheme TensorFlow opens itself (`hdfs://`).
 TensorFlow 2.21 cannot open `s3://`, so what tfyard reads from a bucket it first copies to
 local disk (`mirror.py`), through one store a scheme (`store.py`: boto3's `s3.py`,
 google-cloud-storage's `gcs.py`, the `cloud` extra), imported only when such a path is
-used. `gs://` goes the same way, so both schemes keep the same promises. No TensorFlow
-import here.
+used; a TFRecord set larger than `--data_cache_limit` is read through a bounded cache
+instead (`stream.py`). `gs://` goes the same way, so both schemes keep the same promises.
+No TensorFlow import here.
 """
 
 from __future__ import annotations
