@@ -93,13 +93,15 @@ def fetched(folder: Location, entries: list[Entry], root: str, flag: str) -> Non
                         "point --work_dir at a larger disk") from None
 
 
-def fetch(folder: Location, entry: Entry, root: str, flag: str) -> None:
+def fetch(folder: Location, entry: Entry, root: str, flag: str, pinned: bool = False) -> None:
     """The object `entry` of `folder` into `root`, written whole: downloaded under a partial
-    name (which a copy beside it skips), stamped with the object's time, renamed into place."""
+    name (which a copy beside it skips), stamped with the object's time, renamed into place;
+    `pinned`, only the version listed (`store.Changed` when it is gone)."""
     target = os.path.join(root, entry.name)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     partial = f"{target}{PARTIAL}{uuid.uuid4().hex[:8]}"
-    stores.of(folder.scheme).download(folder.child(entry.name), partial, flag)
+    stores.of(folder.scheme).download(folder.child(entry.name), partial, flag,
+                                      entry.version if pinned else None)
     os.utime(partial, (entry.modified, entry.modified))
     os.replace(partial, target)
 

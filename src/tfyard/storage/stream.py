@@ -58,7 +58,7 @@ class Cache:
         self._fetching: set[str] = set()
         self._pins, self._pending, self._waits = Counter(), Counter(), Counter()
         self._queue: deque[str] = deque()
-        self._failure: BaseException | None = None
+        self.failure: UserError | None = None
         self.used = self.high_water = self.open_high = self.fetched = 0
         self.waited = 0.0
         self._adopt()
@@ -97,11 +97,11 @@ class Cache:
                     and name not in self._queue:   # read without being announced
                 self._queue.append(name)
             self._lock.notify_all()
-            while name not in self._disk and self._failure is None:
+            while name not in self._disk and self.failure is None:
                 self._lock.wait()
             self._waits[name] -= 1
-            if self._failure is not None:
-                raise self._failure
+            if self.failure is not None:
+                raise self.failure
             self._pins[name] += 1
             self._pending[name] = max(self._pending[name] - 1, 0)
             self.open_high = max(self.open_high, sum(
@@ -137,10 +137,10 @@ class Cache:
                 self.used += entry.size
                 self.high_water = max(self.high_water, self.used)
             try:
-                mirror.fetch(self.place, entry, self.root, self.flag)
+                mirror.fetch(self.place, entry, self.root, self.flag, pinned=True)
             except BaseException as exc:   # every reader waiting is told, in its own thread
                 with self._lock:
-                    self._failure = exc if isinstance(exc, UserError) else UserError(
+                    self.failure = exc if isinstance(exc, UserError) else UserError(
                         f"cannot copy {self.place}/{name} to {self.root} ({exc}); free space "
                         "there or point --work_dir at a larger disk")
                     self._lock.notify_all()
@@ -303,6 +303,15 @@ def announce(paths) -> None:
             grouped.setdefault(id(found[0]), (found[0], []))[1].append(found[1])
     for cache, names in grouped.values():
         cache.announce(names)
+
+
+def failure(text: str) -> UserError | None:
+    """The failure a cache of this process told its readers (the data changed in the
+    bucket, the store could not be reached) when TensorFlow's error `text` carries it: a
+    reader's error reaches the training loop as TensorFlow's, which this names in one
+    line."""
+    return next((cache.failure for cache in _caches.values()
+                 if cache.failure is not None and str(cache.failure) in text), None)
 
 
 def opened(path) -> str:
