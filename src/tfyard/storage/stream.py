@@ -285,14 +285,15 @@ def listed(folder: str) -> list[str]:
 
 
 def identity(path) -> tuple[str, list] | None:
-    """A streamed file's object URL and (size, modified time in ns), to key what is known
-    of it (its record count) without reading it; None for a file on local disk."""
+    """A streamed file's object URL and (size, version: the store's, else the modified time
+    in ns), to key what is known of it (its record count) without reading it; None for a
+    file on local disk."""
     found = _find(path)
     if found is None:
         return None
     cache, name = found
     entry = cache.entries[name]
-    return f"{cache.place}/{name}", [entry.size, int(entry.modified * 1e9)]
+    return f"{cache.place}/{name}", [entry.size, entry.version or int(entry.modified * 1e9)]
 
 
 def announce(paths) -> None:
