@@ -1,7 +1,8 @@
 """A TFRecord set in a bucket ten times the data cache trains through it, on a real S3
 server: the disk it takes stays under the limit plus the files open at once, and it reads
 exactly the examples, in exactly the order, a run from local disk reads, also resumed on a
-new node with an empty cache; a limit that cannot hold two files is one line before any
+new node with an empty cache, and evaluated through the cache; each report in metrics.jsonl
+carries the high-water mark; a limit that cannot hold two files is one line before any
 download."""
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monk
     assert cache["high_water"] <= limit + cache["open_high"], cache
     # open at once: training's interleave (4 files read, 4 opened ahead), evaluation's 2
     assert cache["open_high"] <= 12 * max(sizes), cache
+    with open(RunDirectory(str(tmp_path / "there")).metrics, encoding="utf-8") as lines:
+        reports = [json.loads(line) for line in lines]
+    marks = [report["data_cache_high_water"] for report in reports if report["kind"] == "train"]
+    assert marks and 0 < marks[0] <= marks[-1] <= cache["high_water"], marks   # as it went
 
     # resumed on a new node: an empty cache, the limit from the environment
     monkeypatch.setenv("TFYARD_DATA_CACHE_LIMIT", str(limit))
@@ -65,3 +70,6 @@ def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monk
     assert (tmp_path / "new-node" / "bucket-stream").is_dir()
     with open(RunDirectory(str(tmp_path / "there")).run_file, encoding="utf-8") as stream:
         assert json.load(stream)["data_cache_limit"] == limit
+    capsys.readouterr()
+    assert main(["evaluate", "--output_dir", str(tmp_path / "there")]) == 0   # the same path
+    assert "top1" in capsys.readouterr().out

@@ -7,7 +7,13 @@ downloads run ahead of them; a reader opens a file by waiting until it is on dis
 (`opened`) and says when it has read it (`released`). A file read stays until its room is
 needed, so a set that mostly fits is mostly read once. Disk used stays within the limit,
 except that a file a reader waits for is fetched even when every file on disk is open or
-still to be read: the limit plus the files open at once. No TensorFlow import here.
+still to be read: the limit plus the files open at once.
+
+Members on one node that read the same prefix into one work dir share the limit: each
+process reads into its own root (`ROOT`, `ROOT.1`, ..., held by a lock while it lives, as
+a cache removes only its own files) and keeps within its part, the limit over the roots
+held now (`_readers`). A member that joins waits (a few seconds at most) for the others to
+give up their room, which each does within `TRIM` seconds. No TensorFlow import here.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import fcntl
 import itertools
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -31,6 +38,9 @@ from tfyard.storage.location import Location
 from tfyard.storage.store import Entry
 
 WORKERS = 4   # downloads at once
+TRIM = 0.2   # seconds: how soon a cache keeps within a part of the limit that shrank
+JOIN_WAIT = 10.0   # seconds a joining member waits at most for the others' room
+REPORTED = ("data_cache_high_water", "data_cache_wait")   # `reported`'s figures
 LOCK = ".tfyard-stream-lock"   # ROOT.tfyard-stream-lock: held while a process reads ROOT
 log = logging.getLogger("tfyard")
 
@@ -39,20 +49,26 @@ log = logging.getLogger("tfyard")
 class Streaming:
     """How a data dir in a bucket may be read in pieces: `limit` bytes of local disk (None:
     half the work dir's free space), and `streams(name)`, whether an object is one the
-    readers open through the cache (a shard); the others are copied whole."""
+    readers open through the cache (a shard); the others are copied whole. `refusal`: why
+    this run cannot read through a cache, and the fix (a parameter-server run's workers
+    build the input, away from it): a set larger than the limit is then one line."""
 
     limit: int | None
     streams: Callable[[str], bool]
+    refusal: str | None = None
 
 
 class Cache:
     """The shards `entries` of the prefix `place`, fetched on demand into `root`, holding at
-    most `limit` bytes but for the files open at once."""
+    most its part of `limit` (`share`) but for the files open at once; `others`: the bytes
+    of the prefix's other files, copied whole beside them."""
 
     def __init__(self, place: Location, entries: list[Entry], root: str, limit: int,
-                 flag: str):
-        self.place, self.root, self.limit, self.flag = place, root, limit, flag
+                 others: int, flag: str):
+        self.place, self.root, self.limit, self.others, self.flag = \
+            place, root, limit, others, flag
         self.entries = {entry.name: entry for entry in entries}
+        self.floor = sum(sorted(entry.size for entry in entries)[-2:])
         self._lock = threading.Condition()
         self._disk: dict[str, None] = {}   # on disk, the one released longest ago first
         self._fetching: set[str] = set()
@@ -65,15 +81,21 @@ class Cache:
         for _ in range(WORKERS):
             threading.Thread(target=self._work, name="tfyard-stream", daemon=True).start()
 
+    def share(self) -> int:
+        """The bytes of shards this process may hold: its part of the limit, beside the
+        members reading the prefix into this work dir now (at least the two largest)."""
+        return max(self.limit // _readers(self.root) - self.others, self.floor)
+
     def _adopt(self) -> None:
         """Keep what an earlier run left that is the bucket's version, within the limit;
         remove the rest (other objects, partial downloads)."""
+        share = self.share()
         for folder, _, files in os.walk(self.root):
             for file in files:
                 path = os.path.join(folder, file)
                 entry = self.entries.get(os.path.relpath(path, self.root))
                 if entry and mirror.current(path, entry) and \
-                        self.used + entry.size <= self.limit:
+                        self.used + entry.size <= share:
                     self._disk[entry.name] = None
                     self.used += entry.size
                 else:
@@ -116,14 +138,19 @@ class Cache:
             if name in self._disk:   # now the one read last
                 del self._disk[name]
                 self._disk[name] = None
-            if not self._make_room(0, self._disk, read=True):   # the limit plus what is open
-                self._make_room(0, reversed(self._disk), read=False)
+            self._trim()
             self._lock.notify_all()
+
+    def _trim(self) -> None:
+        """Keep within the share plus what is open: files read first, then fetched ahead."""
+        share = self.share()
+        if not self._make_room(0, self._disk, read=True, share=share):
+            self._make_room(0, reversed(self._disk), read=False, share=share)
 
     def figures(self) -> dict:
         """What the cache did, for the run's summary."""
         with self._lock:
-            return {"url": str(self.place), "limit": self.limit,
+            return {"url": str(self.place), "limit": self.limit, "share": self.share(),
                     "high_water": self.high_water, "open_high": self.open_high,
                     "fetched": self.fetched, "wait_sec": round(self.waited, 3)}
 
@@ -131,7 +158,8 @@ class Cache:
         while True:
             with self._lock:
                 while (name := self._next()) is None:
-                    self._lock.wait()
+                    if not self._lock.wait(TRIM):   # a member may have joined
+                        self._trim()
                 entry = self.entries[name]
                 self._fetching.add(name)
                 self.used += entry.size
@@ -165,12 +193,13 @@ class Cache:
         name = wanted or (self._queue[0] if self._queue else None)
         if name is None:
             return None
-        size = self.entries[name].size
+        size, share = self.entries[name].size, self.share()
         if wanted is None:
-            if not self._make_room(size + self._open_bytes(), self._disk, read=True):
+            if not self._make_room(size + self._open_bytes(), self._disk, read=True,
+                                   share=share):
                 return None
-        elif not (self._make_room(size, self._disk, read=True)
-                  or self._make_room(size, reversed(self._disk), read=False)):
+        elif not (self._make_room(size, self._disk, read=True, share=share)
+                  or self._make_room(size, reversed(self._disk), read=False, share=share)):
             return None
         self._queue.remove(name)
         return name
@@ -178,11 +207,11 @@ class Cache:
     def _open_bytes(self) -> int:
         return sum(self.entries[name].size for name, pins in self._pins.items() if pins)
 
-    def _make_room(self, size: int, order, read: bool) -> bool:
+    def _make_room(self, size: int, order, read: bool, share: int) -> bool:
         """Remove files in `order` (those read, or with `read` False those fetched ahead and
-        not opened) until `size` more bytes and the files open stay within the limit;
-        whether they do. So disk used never passes the limit plus the files open."""
-        room = self.limit + self._open_bytes() - size
+        not opened) until `size` more bytes and the files open stay within `share`;
+        whether they do. So disk used never passes the share plus the files open."""
+        room = share + self._open_bytes() - size
         for name in list(order):
             if self.used <= room:
                 break
@@ -197,6 +226,7 @@ class Cache:
 
 _caches: dict[str, Cache] = {}   # by local root
 _held: list = []   # the open lock files of the roots this process reads
+_bases: dict[str, str] = {}   # by local root: the root it was numbered from
 
 
 def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str:
@@ -214,16 +244,24 @@ def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str
     whole = os.path.join(work, "bucket-data")
     if total <= limit or not shards:
         return mirror.mirrored(place, whole, flag, entries)
-    budget = limit - sum(entry.size for entry in others)
-    need = sum(sorted(entry.size for entry in shards)[-2:])
-    if budget < need:
+    if streaming.refusal:
+        raise UserError(f"{flag} {place} holds {shown(total)}, more than the {shown(limit)} "
+                        f"data cache: {streaming.refusal}, or give --data_cache_limit "
+                        f"{shown(total)} or more for a whole copy")
+    held = sum(entry.size for entry in others)
+    need = sum(sorted(entry.size for entry in shards)[-2:]) + held
+    base = mirror.copy_root(place, os.path.join(os.path.abspath(work), "bucket-stream"))
+    readers = 1 + len(_siblings(base))
+    if limit // readers < need:
+        beside = f" for each of the {readers} members reading it into this work dir" \
+            if readers > 1 else ""
         raise UserError(f"--data_cache_limit {shown(limit)} cannot hold two of the files of "
-                        f"{place} (the two largest and the other files take "
-                        f"{shown(need + limit - budget)}); give at least that much")
+                        f"{place}{beside} (the two largest and the other files take "
+                        f"{shown(need)}); give at least {shown(need * readers)}")
     _remove_whole_copy(mirror.copy_root(place, whole))
-    root = _claimed(mirror.copy_root(place, os.path.join(os.path.abspath(work),
-                                                         "bucket-stream")))
-    cache = Cache(place, shards, root, budget, flag)
+    root = _claimed(base)
+    _wait_for_room(root, limit - limit // _readers(root))
+    cache = Cache(place, shards, root, limit, held, flag)
     mirror.fetched(place, others, root, flag)
     _caches[root] = cache
     log.info(f"tfyard: {place} holds {shown(total)}, more than the {shown(limit)} data cache "
@@ -262,7 +300,49 @@ def _claimed(root: str) -> str:
             handle.close()
             continue
         _held.append(handle)
+        _bases[candidate] = root
         return candidate
+
+
+def _siblings(base: str, own: str | None = None) -> list[str]:
+    """The roots numbered from `base` (`base`, `base.1`, ...) of the processes reading its
+    prefix into the work dir now, but `own`: those whose lock is held."""
+    folder, name = os.path.split(base)
+    pattern = re.compile(rf"{re.escape(name)}(\.\d+)?{re.escape(LOCK)}")
+    found = []
+    for lock in os.listdir(folder) if os.path.isdir(folder) else []:
+        other = os.path.join(folder, lock[:-len(LOCK)])
+        if not pattern.fullmatch(lock) or other == own:
+            continue
+        with open(os.path.join(folder, lock), "a") as handle:
+            try:   # taken: it is held (the handle's close gives it back)
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                found.append(other)
+    return found
+
+
+def _readers(root: str) -> int:
+    """How many processes read the prefix of `root` into its work dir now, this one too."""
+    return 1 + len(_siblings(_bases[root], root))
+
+
+def _wait_for_room(root: str, room: int) -> None:
+    """Until the other members' files take at most `room` bytes (they give up what passes
+    their part within `TRIM` seconds, but for files open), `JOIN_WAIT` seconds at most."""
+    deadline = time.monotonic() + JOIN_WAIT
+    while time.monotonic() < deadline and sum(
+            _disk_used(other) for other in _siblings(_bases[root], root)) > room:
+        time.sleep(TRIM / 2)
+
+
+def _disk_used(root: str) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for file in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.path.getsize(os.path.join(folder, file))
+    return total
 
 
 def _find(path) -> tuple[Cache, str] | None:
@@ -340,6 +420,18 @@ def figures(work: str) -> list[dict]:
     """What each cache of this process in the work dir `work` did: limit, high-water mark,
     bytes fetched, seconds readers waited."""
     return [cache.figures() for root, cache in _caches.items() if _under(root, work)]
+
+
+def reported(work: str) -> dict:
+    """What each report of a run (metrics.jsonl) carries of this process's caches in `work`
+    so far: the high-water mark of disk used, in bytes, and the seconds readers waited;
+    nothing when none streams."""
+    caches = figures(work)
+    if not caches:
+        return {}
+    return dict(zip(REPORTED, (max(cache["high_water"] for cache in caches),
+                               round(sum(cache["wait_sec"] for cache in caches), 3)),
+                    strict=True))
 
 
 def _under(root: str, work: str) -> bool:

@@ -185,7 +185,8 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
         # all-reduce members evaluate together, each its share of the evaluation input
         todo.append(actions.EvalAction(prepared.evaluate, prepared.eval_every_steps))
     if writes:   # the run's reports and their lines: once, from the member that writes
-        todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir), tracker))
+        todo.append(actions.MetricsAction(Reporter(plat.output_dir, plat.log_dir), tracker,
+                                          lambda: stream.reported(plat.work_dir)))
         todo.append(actions.ConsoleAction(Console(numbers.total_steps,
                                                   numbers.steps_per_epoch)))
     if writes and options.profile_steps:
