@@ -69,6 +69,7 @@ class Cache:
             place, root, limit, others, flag
         self.entries = {entry.name: entry for entry in entries}
         self.floor = sum(sorted(entry.size for entry in entries)[-2:])
+        self._counted = (1, -TRIM)   # (members reading, when counted)
         self._lock = threading.Condition()
         self._disk: dict[str, None] = {}   # on disk, the one released longest ago first
         self._fetching: set[str] = set()
@@ -83,8 +84,11 @@ class Cache:
 
     def share(self) -> int:
         """The bytes of shards this process may hold: its part of the limit, beside the
-        members reading the prefix into this work dir now (at least the two largest)."""
-        return max(self.limit // _readers(self.root) - self.others, self.floor)
+        members reading the prefix into this work dir now (counted at most every `TRIM`
+        seconds; at least the two largest)."""
+        if time.monotonic() - self._counted[1] >= TRIM:
+            self._counted = (_readers(self.root), time.monotonic())
+        return max(self.limit // self._counted[0] - self.others, self.floor)
 
     def _adopt(self) -> None:
         """Keep what an earlier run left that is the bucket's version, within the limit;
