@@ -12,6 +12,7 @@ from tests.data.helpers import collect, mnist_arrays, write_cifar, write_folder
 from tfyard.cli import main
 from tfyard.data import build_dataset, dataset_info
 from tfyard.data.convert import convert_cifar10, convert_imagefolder
+from tfyard.data.formats.framing import INDEX_FILE
 
 
 def tree(root) -> dict[str, bytes]:
@@ -42,7 +43,7 @@ def test_imagefolder_round_trip_and_inspect(tmp_path, capsys):
     write_folder(src, {"ant": 4, "bee": 8, "cat": 4})
     assert main(["data", "convert", "imagefolder", str(src), str(dst), "--shards", "3",
                  "--validation_fraction", "0.25", "--workers", "1"]) == 0
-    assert sorted(os.listdir(dst)) == ["labels.txt", "train-00000-of-00003",
+    assert sorted(os.listdir(dst)) == ["labels.txt", INDEX_FILE, "train-00000-of-00003",
                                        "train-00001-of-00003", "train-00002-of-00003",
                                        "validation-00000-of-00001"]
     assert (dst / "labels.txt").read_text() == "1:ant\n2:bee\n3:cat\n"
@@ -140,8 +141,8 @@ def test_converting_twice_never_leaves_a_shard_of_the_first_set(tmp_path, capsys
     assert tree(dst) == first and shard_names(tmp_path) == ["dst", "src"]
     (src / "bee" / "9.jpg").unlink()
     assert main([*convert, "--shards", "2", "--overwrite"]) == 0
-    assert shard_names(dst) == ["labels.txt", "train-00000-of-00002", "train-00001-of-00002",
-                                "validation-00000-of-00001"]
+    assert shard_names(dst) == ["labels.txt", INDEX_FILE, "train-00000-of-00002",
+                                "train-00001-of-00002", "validation-00000-of-00001"]
     assert shard_names(tmp_path) == ["dst", "src"]   # nothing staged is left beside it
     assert dataset_info("imagenet", str(dst)).num_examples == {"train": 6, "validation": 2}
 

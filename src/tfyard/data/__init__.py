@@ -14,7 +14,7 @@ from tfyard.data.formats.base import Preprocessing
 from tfyard.data.pipeline import DatasetRequest, split_name
 from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
-from tfyard.storage import readable_dir
+from tfyard.storage import readable_dir, stream
 
 __all__ = ["DATASETS", "DatasetInfo", "Preprocessing", "build_dataset", "checked",
            "dataset_info", "reader"]
@@ -78,13 +78,19 @@ def checked(name: str, data_dir: str | None = None, split: str = "train",
 
     TensorFlow's decode errors do not say which record failed, so on failure the split is
     scanned (the same check as `tfyard data inspect --verify`) to find the first bad one;
-    if none is found the original error is re-raised.
+    if none is found the original error is re-raised. A bucket's cache that failed to fetch
+    a file (`storage.stream`) is named by its own line.
     """
     import tensorflow as tf
 
     try:
         yield
-    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as exc:
+    except tf.errors.OpError as exc:
+        fetching = stream.failure(getattr(exc, "message", None) or str(exc))
+        if fetching is not None:
+            raise fetching from None
+        if not isinstance(exc, (tf.errors.InvalidArgumentError, tf.errors.DataLossError)):
+            raise
         from tfyard.data.inspect import first_problem
 
         problem = first_problem(name, data_dir, split_name(split), cache_dir=cache_dir)

@@ -1,12 +1,13 @@
 """Writers: an image folder, CIFAR binaries or MNIST -> ImageNet-style TFRecord shards.
 
-Output is `DST/{train,validation}-%05d-of-%05d` plus `labels.txt` (`1:name`, labels 1..N
-as in ImageNet), read back with `--dataset imagenet`. An image folder is split as training
-splits it (its validation folder, else the same 10 % of each class held out), so the output
-trains as the folder does. Shards are written by a pool of processes, each put in place whole
-(`tfyard.replace`), and a failed run removes the shards it wrote (a partial set would read as a
-smaller dataset); the output depends only on the input and the seed. Output names never come
-from input names, so nothing is written outside DST.
+Output is `DST/{train,validation}-%05d-of-%05d` plus `labels.txt` (`1:name`, labels 1..N as
+in ImageNet) and the shards' record counts (`framing.INDEX_FILE`, so a reader, from a bucket
+above all, counts no shard), read back with `--dataset imagenet`. An image folder is split
+as training splits it (its validation folder, else the same 10 % of each class held out), so
+the output trains as the folder does. Shards are written by a pool of processes, each put in
+place whole (`tfyard.replace`), and a failed run removes the shards it wrote (a partial set
+would read as a smaller dataset); the output depends only on the input and the seed. Output
+names never come from input names, so nothing is written outside DST.
 
 A destination is one set: an empty or new directory, or (`tfyard data convert --overwrite`,
 which builds the new set beside it and swaps it in whole) one that holds only a set. Old and
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfyard.data.formats.framing import INDEX_FILE, write_index
 from tfyard.errors import UserError
 from tfyard.progress import Progress
 from tfyard.replace import replacing_file, replacing_path
@@ -126,7 +128,7 @@ def _remove_written(paths: list[str]) -> None:
             os.remove(path)
 
 
-SET_FILES = ("train-?????-of-?????", "validation-?????-of-?????", "labels.txt")
+SET_FILES = ("train-?????-of-?????", "validation-?????-of-?????", "labels.txt", INDEX_FILE)
 
 
 def check_destination(src: str, dst: str, overwrite: bool = False) -> None:
@@ -175,6 +177,7 @@ def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str
     except BaseException:  # a bad image, a full disk, Ctrl-C
         _remove_written([path for path, _ in tasks])
         raise
+    write_index(dst, {os.path.basename(path): len(items) for path, items in tasks})
     write_text(os.path.join(dst, "labels.txt"),
                "".join(f"{i}:{name}\n" for i, name in enumerate(class_names, 1)))
     return {split: len(items) for split, items in splits.items()}

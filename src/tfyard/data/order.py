@@ -128,8 +128,10 @@ def random_access(source, total: int, spec):
     return source.batch(max(total, 1)).flat_map(stream)
 
 
-def shard_stream(files: list[str], counts: list[int], spec, open_file, window: int = WINDOW):
-    """(number, id, raw record) for TFRecord-like shards: see the module docstring."""
+def shard_stream(files: list[str], counts: list[int], spec, open_file, window: int = WINDOW,
+                 announce=None):
+    """(number, id, raw record) for TFRecord-like shards: see the module docstring.
+    `announce` (`data.fetched`) is told each epoch's files in reading order."""
     import numpy as np
     import tensorflow as tf
 
@@ -154,7 +156,9 @@ def shard_stream(files: list[str], counts: list[int], spec, open_file, window: i
                          tf.constant(0, tf.int64))
         window_start = (begin // window) * window
         shard = tf.searchsorted(ends, [window_start], side="right")[0]
-        records = tf.data.Dataset.from_tensor_slices(tf.gather(paths, order)[shard:])
+        reading = tf.gather(paths, order)[shard:]
+        records = tf.data.Dataset.from_tensor_slices(
+            reading if announce is None else announce(reading))
         records = records.interleave(open_file, cycle_length=min(len(files), 4),
                                      block_length=longest, num_parallel_calls=min(len(files), 4),
                                      deterministic=True)

@@ -68,11 +68,12 @@ def split_name(split: str) -> str:
 
 
 def assemble(source, decode, spec: DatasetRequest, *, open_file=None, num_files: int = 0,
-             cache: bool = False, shuffle_buffer: int = 10_000):
+             cache: bool = False, shuffle_buffer: int = 10_000, announce=None):
     """Turn `source` into batches of (image, label).
 
     With `open_file`, `source` holds file names read by parallel interleave and sharded by
     file when every pipeline gets at least one; otherwise it holds records, sharded by record.
+    `announce` (`data.fetched`) is told each pass's file names in reading order.
     """
     import tensorflow as tf
 
@@ -87,6 +88,8 @@ def assemble(source, decode, spec: DatasetRequest, *, open_file=None, num_files:
     if open_file is not None:
         if spec.shuffled:
             source = source.shuffle(max(num_files, 1), seed=spec.seed)
+        if announce is not None:
+            source = source.batch(max(num_files, 1)).map(announce).unbatch()
         records = source.interleave(open_file, cycle_length=min(max(num_files, 1), 16),
                                     num_parallel_calls=autotune, deterministic=ordered)
     if count > 1 and not by_file:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from tfyard.errors import UserError
+from tfyard.process.sizes import byte_size
 
 
 def number(name: str, default: int | float, environ=None) -> int | float:
@@ -28,3 +29,15 @@ def number(name: str, default: int | float, environ=None) -> int | float:
         raise UserError(f"{name}={value!r} is not {what}; set it to {what} such as {default:g} "
                         "or unset it")
     return parsed
+
+
+def size(name: str, environ=None) -> int | None:
+    """The variable `name` as a size in bytes (`500MB`, `2GiB`: `sizes.byte_size`), or None
+    when it is unset or empty; a UserError when it is set to something else."""
+    value = (os.environ if environ is None else environ).get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return byte_size(value)
+    except ValueError as exc:
+        raise UserError(f"{name}={value!r}: {exc}, or unset it") from None

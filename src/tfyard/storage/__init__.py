@@ -5,8 +5,9 @@ scheme TensorFlow opens itself (`hdfs://`).
 TensorFlow 2.21 cannot open `s3://`, so what tfyard reads from a bucket it first copies to
 local disk (`mirror.py`), through one store a scheme (`store.py`: boto3's `s3.py`,
 google-cloud-storage's `gcs.py`, the `cloud` extra), imported only when such a path is
-used. `gs://` goes the same way, so both schemes keep the same promises. No TensorFlow
-import here.
+used; a TFRecord set larger than `--data_cache_limit` is read through a bounded cache
+instead (`stream.py`). `gs://` goes the same way, so both schemes keep the same promises.
+No TensorFlow import here.
 """
 
 from __future__ import annotations
@@ -37,10 +38,17 @@ def in_bucket(path: str, flag: str) -> bool:
     return scheme_of(path) is not None and location(path, flag).scheme in BUCKET_SCHEMES
 
 
-def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir") -> str | None:
+def readable_dir(path: str | None, work_dir: str | None, flag: str = "--data_dir",
+                 streaming=None) -> str | None:
     """A directory TensorFlow and the readers can open for `path`: `path` itself unless it
     is in a bucket (None stays None), else its copy on local disk under `work_dir`, kept
-    equal to the prefix."""
+    equal to the prefix; with `streaming` (a `stream.Streaming`), a set larger than its
+    limit is read through a bounded cache instead (`stream.readable`)."""
+    if streaming is not None and path is not None and in_bucket(path, flag):
+        from tfyard.storage import stream
+
+        return stream.readable(location(path, flag), work_dir or default_cache(), streaming,
+                               flag)
     return _local(path, work_dir, flag, "mirrored")
 
 

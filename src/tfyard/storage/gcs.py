@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from tfyard.errors import UserError
 from tfyard.storage import timeouts
 from tfyard.storage.location import Location
-from tfyard.storage.store import Entry, Head, Refused
+from tfyard.storage.store import Changed, Entry, Head, Refused
 
 
 class GcsStore:
@@ -59,11 +59,22 @@ class GcsStore:
                                                 timeout=self.timeout, retry=self.retry):
                 name = blob.name[len(prefix):]
                 if name and not name.endswith("/"):
-                    yield Entry(name, blob.size, blob.updated.timestamp())
+                    yield Entry(name, blob.size, blob.updated.timestamp(),
+                                str(blob.generation))
 
-    def download(self, place: Location, target: str, flag: str) -> None:
+    def download(self, place: Location, target: str, flag: str,
+                 version: str | None = None) -> None:
+        from google.api_core.exceptions import NotFound, PreconditionFailed
+
         with explained(place, flag, self.where()), open(target, "wb") as handle:
-            self._blob(place).download_to_file(handle, timeout=self.timeout, retry=self.retry)
+            try:
+                self._blob(place).download_to_file(
+                    handle, if_generation_match=int(version) if version else None,
+                    timeout=self.timeout, retry=self.retry)
+            except (PreconditionFailed, NotFound):
+                if version:
+                    raise Changed(flag, place) from None
+                raise
 
     def put(self, place: Location, body: bytes, flag: str, *, if_absent: bool = False,
             if_match: str | None = None) -> str | None:

@@ -26,13 +26,20 @@ PARALLEL = 8   # objects downloaded at once
 PARTIAL = ".tfyard-partial-"   # a file being copied: NAME.tfyard-partial-XXXXXXXX
 
 
-def mirrored(place: Location, cache: str, flag: str) -> str:
-    """The local copy of the prefix `place`, read as a folder, brought up to date and holding
-    nothing else; a UserError when the prefix holds no files."""
+def mirrored(place: Location, cache: str, flag: str,
+             entries: list[Entry] | None = None) -> str:
+    """The local copy of the prefix `place` (whose `entries` a caller may have listed),
+    read as a folder, brought up to date and holding nothing else."""
+    entries = listed(place, flag) if entries is None else entries
+    return _kept_equal(place, entries, copy_root(place, cache), flag)
+
+
+def listed(place: Location, flag: str) -> list[Entry]:
+    """The objects under the prefix `place`; a UserError when it holds none."""
     entries = list(stores.of(place.scheme).listing(place, flag))
     if not entries:
         raise UserError(f"{flag} {place}: no files under this prefix; check the URL")
-    return _kept_equal(place, entries, copy_root(place, cache), flag)
+    return entries
 
 
 def copy_root(place: Location, cache: str) -> str:
@@ -77,26 +84,30 @@ def fetched(folder: Location, entries: list[Entry], root: str, flag: str) -> Non
             raise UserError(f"{flag} {folder}: the object {entry.name!r} would land outside the "
                             "copy (.. or a leading /); rename it in the bucket")
     os.makedirs(root, exist_ok=True)
-    stale = [entry for entry in entries if not _current(os.path.join(root, entry.name), entry)]
-    objects = stores.of(folder.scheme)
-
-    def fetch(entry: Entry) -> None:
-        target = os.path.join(root, entry.name)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        partial = f"{target}{PARTIAL}{uuid.uuid4().hex[:8]}"
-        objects.download(folder.child(entry.name), partial, flag)
-        os.utime(partial, (entry.modified, entry.modified))
-        os.replace(partial, target)
-
+    stale = [entry for entry in entries if not current(os.path.join(root, entry.name), entry)]
     try:
         with ThreadPoolExecutor(PARALLEL) as pool:
-            list(pool.map(fetch, stale))
+            list(pool.map(lambda entry: fetch(folder, entry, root, flag), stale))
     except OSError as exc:
         raise UserError(f"cannot copy {folder} to {root} ({exc.strerror}); free space there or "
                         "point --work_dir at a larger disk") from None
 
 
-def _current(path: str, entry: Entry) -> bool:
+def fetch(folder: Location, entry: Entry, root: str, flag: str, pinned: bool = False) -> None:
+    """The object `entry` of `folder` into `root`, written whole: downloaded under a partial
+    name (which a copy beside it skips), stamped with the object's time, renamed into place;
+    `pinned`, only the version listed (`store.Changed` when it is gone)."""
+    target = os.path.join(root, entry.name)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    partial = f"{target}{PARTIAL}{uuid.uuid4().hex[:8]}"
+    stores.of(folder.scheme).download(folder.child(entry.name), partial, flag,
+                                      entry.version if pinned else None)
+    os.utime(partial, (entry.modified, entry.modified))
+    os.replace(partial, target)
+
+
+def current(path: str, entry: Entry) -> bool:
+    """Whether the local file `path` is the object `entry` as listed (size and time)."""
     try:
         stat = os.stat(path)
     except FileNotFoundError:

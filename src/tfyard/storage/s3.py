@@ -15,7 +15,7 @@ from datetime import timezone
 from tfyard.errors import UserError
 from tfyard.storage import timeouts
 from tfyard.storage.location import Location
-from tfyard.storage.store import Entry, Head, Refused
+from tfyard.storage.store import Changed, Entry, Head, Refused
 
 # The settings naming an S3-compatible store's endpoint, the one boto3 takes first
 # in order.
@@ -55,11 +55,22 @@ class S3Store:
                 for item in page.get("Contents", []):
                     name = item["Key"][len(prefix):]
                     if name and not name.endswith("/"):
-                        yield Entry(name, item["Size"], item["LastModified"].timestamp())
+                        yield Entry(name, item["Size"], item["LastModified"].timestamp(),
+                                    item.get("ETag"))
 
-    def download(self, place: Location, target: str, flag: str) -> None:
+    def download(self, place: Location, target: str, flag: str,
+                 version: str | None = None) -> None:
+        from botocore.exceptions import ClientError
+
         with explained(place, flag), open(target, "wb") as handle:
-            body = self.client.get_object(Bucket=place.bucket, Key=place.key)["Body"]
+            try:
+                body = self.client.get_object(Bucket=place.bucket, Key=place.key,
+                                              **({"IfMatch": version} if version else {}))["Body"]
+            except ClientError as exc:
+                if version and exc.response.get("Error", {}).get("Code") in (
+                        *_CONDITION_FAILED, *_MISSING):
+                    raise Changed(flag, place) from None
+                raise
             shutil.copyfileobj(body, handle, 1 << 20)
 
     def put(self, place: Location, body: bytes, flag: str, *, if_absent: bool = False,

@@ -22,13 +22,26 @@ class Refused(UserError):
         self.reason = reason
 
 
+class Changed(UserError):
+    """An object read by the version listed is no longer that version: the data changed
+    while a run read it, which would mix two versions of the set."""
+
+    def __init__(self, flag: str, place: Location):
+        super().__init__(f"{flag} {place}: the data changed during the run (this object is no "
+                         "longer the version listed when the run started); rerun to read the "
+                         "data as it is now, and change a data set in a bucket only between "
+                         "runs")
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One object under a prefix: its key relative to the prefix, size and modified time."""
+    """One object under a prefix: its key relative to the prefix, size, modified time and
+    version (S3's ETag, GCS's generation)."""
 
     name: str
     size: int
     modified: float
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,8 +64,10 @@ class Store(Protocol):
     def listing(self, place: Location, flag: str, beginning: str = "") -> Iterator[Entry]:
         """Every object under the prefix `place` whose name there starts with `beginning`."""
 
-    def download(self, place: Location, target: str, flag: str) -> None:
-        """The object `place` into the local file `target`, in one streamed request."""
+    def download(self, place: Location, target: str, flag: str,
+                 version: str | None = None) -> None:
+        """The object `place` into the local file `target`, in one streamed request; with
+        `version`, only that version of it (else `Changed`)."""
 
     def put(self, place: Location, body: bytes, flag: str, *, if_absent: bool = False,
             if_match: str | None = None) -> str | None:

@@ -66,13 +66,15 @@ class EvalAction(Action):
 
 class MetricsAction(Action):
     """Each chunk's train metrics and each evaluation to metrics.jsonl and TensorBoard, and
-    to the MLflow run's queue when the run is tracked."""
+    to the MLflow run's queue when the run is tracked; `figures()` adds what is measured
+    outside the step to each train report (the data cache's, for data from a bucket)."""
 
-    def __init__(self, reporter, tracker=None):
-        self.reporter, self.tracker = reporter, tracker
+    def __init__(self, reporter, tracker=None, figures: Callable[[], dict] = dict):
+        self.reporter, self.tracker, self.figures = reporter, tracker, figures
 
     def on_chunk_end(self, state: RunState) -> None:
-        self._report(self.reporter.report(state.step, state.epoch, state.metrics))
+        self._report(self.reporter.report(state.step, state.epoch,
+                                          {**state.metrics, **self.figures()}))
 
     def on_boundary(self, state: RunState) -> None:
         if state.eval_step == state.step:

@@ -21,8 +21,10 @@ from tfyard.distribute.cluster import load_cluster_config
 from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import PREEMPTED, UserError
+from tfyard.process import envvars
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import RunDirectory, WorkDirectory
+from tfyard.storage import stream
 from tfyard.train.options import TrainOptions, parse_train_args
 from tfyard.train.outside.console import configure_console
 from tfyard.train.rundir.bucket import published
@@ -52,6 +54,9 @@ def train(options: TrainOptions, model=None, data=None, eval_data=None,
     user's own (`tfyard.fit`); see `train.task.make_task`."""
     plat = platform_contract.resolve(options.data_dir, options.output_dir, options.work_dir,
                                      options.log_dir, options.num_gpus, create=False)
+    if options.data_cache_limit is None:   # run.json keeps the limit the environment set
+        options = options.with_updates(
+            data_cache_limit=envvars.size("TFYARD_DATA_CACHE_LIMIT"))
     with made_dirs(plat.output_dir, plat.work_dir, plat.log_dir):
         return _train(options, plat, model, data, eval_data, num_classes, class_names)
 
@@ -181,7 +186,8 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
         todo.append(actions.EvalAction(prepared.evaluate, prepared.eval_every_steps))
     if writes:   # the run's reports and their lines: once, from the member that writes
         reporter = Reporter(plat.output_dir, plat.log_dir, start=int(trainer.step.numpy()))
-        todo.append(actions.MetricsAction(reporter, tracker))
+        todo.append(actions.MetricsAction(reporter, tracker,
+                                          lambda: stream.reported(plat.work_dir)))
         todo.append(actions.ConsoleAction(Console(numbers.total_steps,
                                                   numbers.steps_per_epoch)))
     if writes and options.profile_steps:
@@ -312,6 +318,8 @@ def _finish(prepared: Prepared, state: RunState) -> dict:
     }
     if "export" in state.outputs:
         summary["export"] = state.outputs["export"]
+    if caches := stream.figures(plat.work_dir):   # data read from a bucket through a bounded cache
+        summary["data_cache"] = caches
     work = WorkDirectory(plat.work_dir)
     work.files.make_directory(work.members)
     write_json_atomic(work.member_summary(_member(cluster)), summary)

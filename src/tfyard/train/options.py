@@ -30,6 +30,7 @@ from tfyard.flags.declared import (
     positive_int,
 )
 from tfyard.process import envvars
+from tfyard.process.sizes import byte_size
 from tfyard.train.task import usercode
 
 
@@ -229,6 +230,12 @@ class ClassificationOptions(_Checked):
                                    "residual block")
     data_threads: int | None = opt(None, check=positive_int, group=RUN,
                                    help="input pipeline threads (default: AUTOTUNE)")
+    data_cache_limit: int | None = opt(
+        None, check=byte_size, group=RUN, help="local disk that --data_dir in a bucket may "
+        "take in the work dir: 500MB (10^6-byte units) or 500MiB (2^20). A TFRecord set "
+        "larger than it is not copied whole: its shards are fetched ahead in the order "
+        "training reads them and removed once read; at least two shards must fit (default: "
+        "TFYARD_DATA_CACHE_LIMIT, else half the work dir's free space)")
     skip_corrupt: bool = opt(False, group=RUN,
                              help="drop records that fail to decode and count them")
 

@@ -9,6 +9,7 @@ use, so importing the registry imports no reader and no TensorFlow.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -17,7 +18,7 @@ from tfyard.data.formats.base import DatasetInfo, Record
 from tfyard.errors import UserError
 
 __all__ = ["ALIASES", "DATASETS", "REGISTRY", "DatasetInfo", "Format", "Record", "canonical",
-           "reader"]
+           "reader", "streamed"]
 
 # dataset name -> the module in this package that reads it; one key per dataset format
 REGISTRY = {
@@ -67,3 +68,11 @@ def reader(name: str) -> Format:
     module = importlib.import_module(f"{__name__}.{REGISTRY[name]}")
     assert isinstance(module, Format), f"{module.__name__} does not implement Format"
     return module
+
+
+def streamed(name: str):
+    """Which objects of a `name` set in a bucket its readers may open one at a time, through
+    the bounded cache (`storage.stream`): a test of an object's name; None for a format
+    read whole (CIFAR, MNIST: a few files)."""
+    test = getattr(reader(name), "streams", None)
+    return None if test is None else functools.partial(test, canonical(name))

@@ -5,11 +5,13 @@ A leaf module: the readers import it, it imports no reader and not the registry.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 from dataclasses import asdict, dataclass, replace
 
 from tfyard.errors import UserError
+from tfyard.storage import stream
 
 # Per-channel statistics on the 0..255 scale, so normalised images are ~N(0, 1).
 IMAGENET_STATS = ((123.68, 116.78, 103.94), (58.40, 57.12, 57.38))
@@ -85,9 +87,12 @@ def require_dir(name: str, data_dir: str | None) -> str:
 
 
 def find_files(data_dir: str, patterns: list[str], what: str) -> list[str]:
-    """Sorted files matching the first pattern that matches anything, else a UserError."""
+    """Sorted files matching the first pattern that matches anything, else a UserError;
+    in a folder read through a bucket's cache, its shards whether fetched yet or not."""
     for pattern in patterns:
-        files = sorted(glob.glob(os.path.join(glob.escape(data_dir), pattern)))
+        files = sorted({*glob.glob(os.path.join(glob.escape(data_dir), pattern)),
+                        *(path for path in stream.listed(data_dir)
+                          if fnmatch.fnmatchcase(os.path.basename(path), pattern))})
         if files:
             return files
     raise UserError(f"no {what} in {data_dir} (looked for {' or '.join(patterns)}); check "

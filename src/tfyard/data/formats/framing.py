@@ -3,7 +3,9 @@
 A record is an 8-byte little-endian length, a 4-byte CRC of it, the data and a 4-byte CRC
 of the data. Walking the lengths counts records without reading or parsing them, so sizes
 come from the data present (not from the shard names) at the cost of one seek per record,
-and the counts are cached in the work dir so a job pays it once.
+and the counts are cached in the work dir so a job pays it once. Shards tfyard wrote need
+no walk at all: `data convert` writes their counts beside them (`INDEX_FILE`), which a set
+read from a bucket takes instead of fetching every shard to count it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import struct
 
 from tfyard.errors import UserError
 from tfyard.replace import replacing_file
+from tfyard.storage import stream
 
-CACHE_FILE = "tfrecord_counts.json"
+CACHE_FILE = "tfrecord_counts.json"   # in the work dir: counts walked, by path or URL
+INDEX_FILE = "shard_index.json"   # beside shards `data convert` wrote: {name: [size, count]}
 CHECKSUM = "corrupted: the record fails its checksum (its bytes changed after it was written)"
 _HEADER, _FOOTER = 12, 4
 log = logging.getLogger("tfyard")
@@ -53,30 +57,59 @@ def count_records(path: str, strict: bool = True) -> int:
 
 def record_counts(files: list[str], cache_dir: str | None = None,
                   strict: bool = True) -> list[int]:
-    """Records per file, cached in `cache_dir` by (absolute path, size, mtime)."""
-    cache = _load(cache_dir)
+    """Records per file: from the index beside them where it names the file at its size,
+    else walked and cached in `cache_dir` by (absolute path, size, mtime), a file in a
+    bucket's cache by (its URL, size, version), fetched once to be counted."""
+    cache = _load(cache_dir, CACHE_FILE)
+    index = _load(os.path.dirname(files[0]), INDEX_FILE) if files else {}
+    keys = [stream.identity(path) or _stamped(path) for path in files]
+    known = [_known(path, key, stamp, index, cache)
+             for path, (key, stamp) in zip(files, keys, strict=True)]
+    stream.announce([path for path, count in zip(files, known, strict=True) if count is None])
     counts, fresh = [], False
-    for path in files:
-        stat = os.stat(path)
-        key, stamp = os.path.abspath(path), [stat.st_size, stat.st_mtime_ns]
-        entry = cache.get(key)
-        if isinstance(entry, list) and entry[:2] == stamp:
-            counts.append(int(entry[2]))
-            continue
-        count, problem = walk(path)
-        if problem is None:  # only whole files are cached; a truncated one is re-walked
-            cache[key], fresh = [*stamp, count], True
-        counts.append(count_records(path, strict) if problem else count)
+    for path, (key, stamp), count in zip(files, keys, known, strict=True):
+        if count is None:
+            with stream.held(path):
+                count, problem = walk(path)
+                if problem is None:  # only whole files are cached; a truncated one is re-walked
+                    cache[key], fresh = [*stamp, count], True
+                else:
+                    count = count_records(path, strict)
+        counts.append(int(count))
     if fresh:
         _save(cache_dir, cache)
     return counts
 
 
-def _load(cache_dir: str | None) -> dict:
-    if not cache_dir:
+def write_index(folder: str, counts: dict[str, int]) -> None:
+    """The index of the shards in `folder` just written, {name: records}: each name with its
+    size and count, so that a reader counts none of them."""
+    index = {name: [os.path.getsize(os.path.join(folder, name)), count]
+             for name, count in sorted(counts.items())}
+    with replacing_file(os.path.join(folder, INDEX_FILE)) as out:
+        json.dump(index, out, indent=0)
+
+
+def _known(path: str, key: str, stamp: list, index: dict, cache: dict) -> int | None:
+    """The records of `path` as the index says (by name and size) or the cache (by `key`
+    and `stamp`); None when neither knows this version of it."""
+    for entry, wanted in ((index.get(os.path.basename(path)), stamp[:1]),
+                          (cache.get(key), stamp)):
+        if isinstance(entry, list) and len(entry) == len(wanted) + 1 and entry[:-1] == wanted:
+            return int(entry[-1])
+    return None
+
+
+def _stamped(path: str) -> tuple[str, list]:
+    stat = os.stat(path)
+    return os.path.abspath(path), [stat.st_size, stat.st_mtime_ns]
+
+
+def _load(folder: str | None, name: str) -> dict:
+    if not folder:
         return {}
     try:
-        with open(os.path.join(cache_dir, CACHE_FILE), encoding="utf-8") as stream:
+        with open(os.path.join(folder, name), encoding="utf-8") as stream:
             cache = json.load(stream)
         return cache if isinstance(cache, dict) else {}
     except (OSError, ValueError):  # absent, torn or unreadable: count again

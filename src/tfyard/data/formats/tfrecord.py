@@ -7,6 +7,7 @@ Both carry `image/encoded` (JPEG or PNG), `image/class/label` and optional bound
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 
@@ -34,6 +35,13 @@ _BOX = ("ymin", "xmin", "ymax", "xmax")
 def shards(name: str, data_dir: str | None, split: str) -> list[str]:
     data_dir = require_dir(name, data_dir)
     return find_files(data_dir, _PATTERNS[name, split], f"{split} shards for {name}")
+
+
+def streams(name: str, object_name: str) -> bool:
+    """Whether the object `object_name` (under a bucket prefix) is a shard of layout `name`."""
+    return "/" not in object_name and any(
+        fnmatch.fnmatchcase(object_name, pattern)
+        for (layout, _), patterns in _PATTERNS.items() if layout == name for pattern in patterns)
 
 
 def read_labels(data_dir: str) -> dict[int, str] | None:
@@ -136,6 +144,7 @@ def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval
     image (`seed`: the example's stateless seed in a seeded run)."""
     import tensorflow as tf
 
+    from tfyard.data import fetched
     from tfyard.data.order import shard_stream
     from tfyard.data.pipeline import addressed, assemble
 
@@ -150,11 +159,13 @@ def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval
         # a truncated tail would end a seeded window early; counts stop before it too
         return records.ignore_errors() if spec.skip_corrupt else records
 
+    open_file, announce = fetched.reading(files, open_file)
     if spec.deterministic:
         counts = record_counts(files, cache_dir, strict=not spec.skip_corrupt)
-        return addressed(shard_stream(files, counts, spec, open_file), decode, spec)
+        return addressed(shard_stream(files, counts, spec, open_file, announce=announce),
+                         decode, spec)
     return assemble(tf.data.Dataset.from_tensor_slices(files), decode, spec,
-                    open_file=open_file, num_files=len(files))
+                    open_file=open_file, num_files=len(files), announce=announce)
 
 
 def build(name, data_dir, spec):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
+from tfyard.storage.stream import REPORTED
 from tfyard.train.rundir.directory import read_json_lines
 
 # What the loop adds to a chunk's figures and a metrics.jsonl record's own fields; the rest
 # are the objective's (loss, top1, top5, or a compiled model's metrics).
 LOOP_FIGURES = frozenset({"lr", "images_per_sec", "step_time", "input_wait",
                           "nonfinite_steps", "first_nonfinite_step", "skipped_steps",
-                          "skipped_in_a_row",
+                          "skipped_in_a_row", *REPORTED,
                           "step", "epoch", "time"})
 
 

@@ -17,8 +17,10 @@ import contextlib
 from dataclasses import dataclass
 
 from tfyard.data import build_dataset, checked, dataset_info
+from tfyard.data.formats import streamed
 from tfyard.errors import UserError
 from tfyard.storage import readable_dir
+from tfyard.storage.stream import Streaming
 from tfyard.train.task import usercode
 
 
@@ -29,15 +31,23 @@ def model_input_shape(image_shape, image_size: int | None) -> tuple[int, int, in
     return (height, width, channels)
 
 
+REMOTE_REFUSAL = ("a parameter-server run cannot read it through the cache (its workers "
+                  "build the input, away from it); train without parameter servers")
+
+
 class RegistryInput:
     """A dataset of the data registry, read as `tfyard train --dataset NAME` reads it."""
 
     seeded = True   # the order is a function of the example number (`tfyard.data.order`)
 
-    def __init__(self, options, plat):
+    def __init__(self, options, plat, remote: bool = False):
         self.options, self.plat = options, plat
-        # the data's directory on local disk, copied once where it is in a bucket
-        self.data_dir = readable_dir(plat.data_dir, plat.work_dir)
+        # the data's directory on local disk: where it is in a bucket, copied once, or read
+        # through a bounded cache when it is larger than --data_cache_limit, but where the
+        # input is built on `remote` workers (parameter servers), away from the cache
+        streams = streamed(options.dataset)
+        self.data_dir = readable_dir(plat.data_dir, plat.work_dir, streaming=streams and (
+            Streaming(options.data_cache_limit, streams, REMOTE_REFUSAL if remote else None)))
         self.info = dataset_info(options.dataset, self.data_dir, cache_dir=plat.work_dir)
         self.name = self.info.name   # the canonical spelling (`folder` is `imagefolder`)
         self.num_classes = self.info.num_classes

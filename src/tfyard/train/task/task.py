@@ -208,8 +208,9 @@ def make_task(options, plat, model=None, data=None, eval_data=None,
         source_data = FunctionInput(_function(data, "data"), evaluation, name, num_classes,
                                     strategy)
     else:
-        source_data = RegistryInput(options if data == options.dataset
-                                    else options.with_updates(dataset=data), plat)
+        source_data = RegistryInput(
+            options if data == options.dataset else options.with_updates(dataset=data), plat,
+            remote=isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy))
     return Task(source, source_data, num_classes, class_names)
 
 

@@ -1,0 +1,43 @@
+"""Shards in a bucket read through its bounded cache (`storage.stream`) in exactly the order
+the pipeline reads them: each epoch's file list is announced as the epoch starts, so the
+cache fetches ahead; a file is opened once the cache holds it and released after its last
+record, so the cache may remove it. Files on local disk pass through untouched."""
+
+from __future__ import annotations
+
+import os
+
+from tfyard.storage import stream
+
+
+def reading(files: list[str], open_file):
+    """(open_file, announce) for `files`: `open_file` itself and None on local disk; else an
+    `open_file` that waits for the file and releases it when read, and `announce(paths)`,
+    which tells the cache an epoch's files (a string vector, returned unchanged)."""
+    if not files or not stream.streamed(files[0]):
+        return open_file, None
+    import tensorflow as tf
+
+    def announce(paths):
+        def told(values):
+            stream.announce([os.fsdecode(value) for value in values.numpy()])
+            return values
+
+        said = tf.py_function(told, [paths], tf.string)
+        said.set_shape(paths.shape)
+        return said
+
+    def py_path(call, path):
+        local = tf.py_function(lambda value: call(os.fsdecode(value.numpy())) or "", [path],
+                               tf.string)
+        local.set_shape([])
+        return local
+
+    def open_fetched(path):
+        # the release runs when the reader asks for the record after the last: an element
+        # that the filter drops
+        done = tf.data.Dataset.from_tensors(path).map(
+            lambda value: py_path(stream.released, value)).filter(lambda _: False)
+        return open_file(py_path(stream.opened, path)).concatenate(done)
+
+    return open_fetched, announce

@@ -1,0 +1,151 @@
+"""The bounded cache of a bucket's data (`storage.stream`) on its own, against a real S3
+server, without training: an object changed mid-run is one line, in the reader's thread and
+through a tf.data pipeline alike; a set `data convert` wrote is counted from its index, no
+shard fetched; two processes reading one prefix into one work dir share the limit; a run
+that cannot stream (parameter servers) is refused a set larger than the limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.data.helpers import write_records
+from tests.storage.conftest import upload
+from tfyard.errors import UserError
+from tfyard.storage import location, stream
+
+FLAG = "--data_dir"
+SIZE = 1000   # bytes a shard
+
+
+def shards(folder, count: int):
+    """`count` shards of SIZE bytes, each its own bytes."""
+    folder.mkdir(parents=True)
+    for number in range(count):
+        (folder / f"train-{number:05d}-of-{count:05d}").write_bytes(bytes([number]) * SIZE)
+    return folder
+
+
+def cached(url: str, work, limit: int, refusal: str | None = None) -> str:
+    """The folder the readers open for `url`, read through a cache of `limit` bytes."""
+    return stream.readable(location(url, FLAG), str(work), stream.Streaming(
+        limit, lambda name: name.startswith("train-"), refusal), FLAG)
+
+
+def test_an_object_changed_mid_run_is_one_line(s3, tmp_path):
+    import tensorflow as tf
+
+    from tfyard.data import checked
+    from tfyard.data.fetched import reading
+
+    upload(s3, shards(tmp_path / "data", 4), "changing", "set")
+    root = cached("s3://changing/set", tmp_path / "work", 2 * SIZE)
+    first, second, third = (os.path.join(root, f"train-{n:05d}-of-00004") for n in range(3))
+    with stream.held(first) as path, open(path, "rb") as read:
+        assert read.read() == bytes([0]) * SIZE
+    s3.put_object(Bucket="changing", Key="set/train-00001-of-00004", Body=b"new" * SIZE)
+    with pytest.raises(UserError) as caught:
+        stream.opened(second)
+    line = str(caught.value)
+    assert line.startswith("--data_dir s3://changing/set/train-00001-of-00004: the data "
+                           "changed during the run") and "rerun" in line and "\n" not in line
+
+    # inside tf.data the reader's error reaches the loop as TensorFlow's: named by its line
+    open_file, _ = reading([third], tf.data.TFRecordDataset)
+    records = tf.data.Dataset.from_tensor_slices([third]).interleave(open_file)
+    with pytest.raises(UserError) as caught, checked("imagenet"):
+        list(records)
+    assert str(caught.value) == line
+
+
+def test_a_converted_set_is_counted_from_its_index(s3, tmp_path):
+    from tfyard.data.convert import convert_arrays
+    from tfyard.data.formats.framing import CACHE_FILE, INDEX_FILE, record_counts
+    from tfyard.data.formats.tfrecord import shards as shards_of
+
+    data = tmp_path / "data"
+    pixels = np.arange(10 * 4 * 4 * 3, dtype=np.uint8).reshape(10, 4, 4, 3)
+    convert_arrays(str(data), {"train": (pixels[:8], np.zeros(8)),
+                               "validation": (pixels[8:], np.zeros(2))}, ["a"], 4, workers=1)
+    upload(s3, data, "converted", "set")
+    sizes = [path.stat().st_size for path in data.iterdir()]
+    work = tmp_path / "work"
+    root = cached("s3://converted/set", work, 3 * max(sizes) + sum(sorted(sizes)[:2]))
+    assert record_counts(shards_of("imagenet", root, "train"), str(work)) == [2, 2, 2, 2]
+    assert stream.figures(str(work))[0]["fetched"] == 0 and not (work / CACHE_FILE).exists()
+
+    # a shard the index does not name at its size is walked
+    local = shards_of("imagenet", str(data), "train")
+    write_records(local[0], [b"x"] * 3)
+    assert record_counts(local) == [3, 2, 2, 2] and (data / INDEX_FILE).exists()
+
+
+# A second member on the node: reads the 8 shards of s3://shared/set through the cache of
+# WORK (argv 1) at LIMIT (argv 2), sampling the disk both members' files take meanwhile.
+MEMBER = """
+import json, os, sys, threading, time
+from tfyard.storage import location, stream
+
+work, limit = sys.argv[1], int(sys.argv[2])
+root = stream.readable(location("s3://shared/set", "--data_dir"), work,
+                       stream.Streaming(limit, lambda name: name.startswith("train-")),
+                       "--data_dir")
+share, peak, done = stream._caches[root].share(), [0], threading.Event()
+
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], stream._disk_used(os.path.join(work, "bucket-stream")))
+        time.sleep(0.005)
+
+threading.Thread(target=sample, daemon=True).start()
+paths = [os.path.join(root, f"train-{n:05d}-of-00008") for n in range(8)]
+stream.announce(paths)
+for path in paths:
+    with stream.held(path):
+        time.sleep(0.05)
+done.set()
+print(json.dumps({"root": root, "share": share, "peak": peak[0]}))
+"""
+
+
+def test_two_members_on_one_node_share_the_limit(s3, tmp_path):
+    import tfyard
+
+    upload(s3, shards(tmp_path / "data", 8), "shared", "set")
+    work, limit = tmp_path / "work", 4 * SIZE
+    root = cached("s3://shared/set", work, limit)
+    paths = [os.path.join(root, f"train-{n:05d}-of-00008") for n in range(8)]
+    stream.announce(paths)
+    for path in paths[:4]:   # this member has filled its cache, and waits
+        with stream.held(path):
+            pass
+    cache = stream._caches[root]
+    assert cache.share() == limit and cache.high_water <= limit
+
+    member = subprocess.run(
+        [sys.executable, "-c", MEMBER, str(work), str(limit)], capture_output=True, text=True,
+        timeout=120, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(tfyard.__file__).parents[1])})
+    other = json.loads(member.stdout)
+    assert other["root"] == f"{root}.1" and other["share"] == limit // 2
+    assert other["peak"] <= limit + SIZE, other   # the limit plus the one file it reads
+    time.sleep(stream.TRIM)   # members are counted at most every TRIM seconds
+    assert cache.share() == limit   # the other member has left: the whole limit again
+
+
+def test_a_run_that_cannot_stream_is_refused_a_set_larger_than_the_limit(s3, tmp_path):
+    upload(s3, shards(tmp_path / "data", 4), "remote", "set")
+    assert cached("s3://remote/set", tmp_path / "whole", 4 * SIZE, "never") == str(
+        tmp_path / "whole" / "bucket-data" / "s3" / "remote" / "set")   # it fits: copied
+    with pytest.raises(UserError, match="^--data_dir s3://remote/set holds 4 kB, more than "
+                       "the 2 kB data cache: ps runs cannot; fix, or give --data_cache_limit "
+                       "4 kB or more for a whole copy$"):
+        cached("s3://remote/set", tmp_path / "ps", 2 * SIZE, "ps runs cannot; fix")
+    assert not (tmp_path / "ps").exists()
