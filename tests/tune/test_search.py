@@ -43,6 +43,7 @@ def test_a_study_is_optunas_and_names_its_best_run(tmp_path, capsys):
     rows = list(csv.DictReader((tmp_path / "study" / "trials.csv").open()))
     assert [float(r["learning_rate"]) for r in rows] == [t.params["learning_rate"]
                                                          for t in study.trials]
+    assert (tmp_path / "study" / "tune.png").read_bytes().startswith(b"\x89PNG")
     records = eval_records(saved["best_trial"]["run_dir"])   # ten evaluations a trial
     assert [r["step"] for r in records] == list(range(10, 101, 10))
     assert records[-1]["top1"] == best.value

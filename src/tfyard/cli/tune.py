@@ -62,6 +62,7 @@ def register(commands) -> None:
 
 
 def _tune(args) -> int:
+    from tfyard.runfiles.layout import StudyDirectory
     from tfyard.tune.search import run
 
     summary = run(search(args))
@@ -70,13 +71,14 @@ def _tune(args) -> int:
         print(f"tune: best trial {best['number']}: {summary['metric']} "
               f"{summary['best_value']:.4g} in {best['run_dir']}")
     print(f"tune: study {summary['study_name']} in {summary['storage']}; summary in "
-          f"{os.path.join(args.output_dir, 'tune.json')}")
+          f"{StudyDirectory(args.output_dir).summary}")
     return 0
 
 
 def search(args, command: tuple[str, ...] | None = None):
     """The checked search of a `tfyard tune` command line: every refusal here, one line,
     before any trial. `command` replaces `tfyard train` (tests' stand-in trials)."""
+    from tfyard.runfiles.files import LocalFiles
     from tfyard.storage import in_bucket
     from tfyard.tune import study as studies
     from tfyard.tune.search import TRAIN, Search
@@ -102,7 +104,7 @@ def search(args, command: tuple[str, ...] | None = None):
     evaluations, epochs = _cadence(shared, fixed, searched, given)
     storage = args.storage or studies.default_storage(args.output_dir)
     studies.import_optuna()
-    os.makedirs(args.output_dir, exist_ok=True)
+    LocalFiles().make_directory(args.output_dir)
     studies.open_storage(storage)
     threads = _split(args.parallel)
     return Search(

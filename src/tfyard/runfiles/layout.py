@@ -29,6 +29,10 @@ LEASE = ".tfyard-lease"
 LOGS, WORK = "logs", "work"          # the default log_dir and work_dir, inside output_dir
 PUBLISHING = ".tfyard-publishing"    # a bucket run's copy: saves waiting for upload
 MEMBERS, EXAMPLE_IDS = "members", "example_ids"   # in work_dir, one file a member
+# A `tfyard tune` study's directory: its runs in trials/NNNN, and beside them
+TRIALS = "trials"
+STUDY_SUMMARY, TRIALS_TABLE, STUDY_PLOT = "tune.json", "trials.csv", "tune.png"
+STUDY_DATABASE = "study.db"          # the default storage: Optuna's SQLite
 
 # What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
 # right): a checkpoint save's directory.
@@ -59,6 +63,25 @@ class RunDirectory:
     export, exported_model = _file(EXPORT), _file(EXPORTED_MODEL)
     saved_model = _file(EXPORT, SAVED_MODEL)
     curves, lease, publishing, logs = _file(CURVES), _file(LEASE), _file(PUBLISHING), _file(LOGS)
+
+
+class StudyDirectory:
+    """A study's `output_dir`: its summary, table, plot and database beside its trials' run
+    directories. Only names: a study copied into a bucket is read by URL (`runfiles.study`)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def path(self, *names: str) -> str:
+        return os.path.join(self.root, *names)
+
+    def trial(self, number: int) -> str:
+        """Trial `number`'s run directory, `trials/NNNN`."""
+        return self.path(TRIALS, f"{number:04d}")
+
+    summary, table, plot = _file(STUDY_SUMMARY), _file(TRIALS_TABLE), _file(STUDY_PLOT)
+    database, trials, logs = _file(STUDY_DATABASE), _file(TRIALS), _file(LOGS)
+    work = _file(WORK)
 
 
 def checkpoint_settings(checkpoint_path: str) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from tfyard.errors import UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
+from tfyard.runfiles.files import LocalFiles
+from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tune import study as studies
 from tfyard.tune.space import Param, option_argv
 from tfyard.tune.trial import RunningTrial
@@ -59,8 +61,9 @@ def run(search: Search) -> dict:
         storage=studies.open_storage(search.storage), study_name=search.study_name,
         direction=search.direction, load_if_exists=True, pruner=studies.pruner(search.scheduler),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
-    for name in ("trials", "logs"):
-        os.makedirs(os.path.join(search.output_dir, name), exist_ok=True)
+    directory = StudyDirectory(os.path.abspath(search.output_dir))
+    for place in (directory.trials, directory.logs):
+        LocalFiles().make_directory(place)
     wanted = search.trials
     if search.sampler == "grid":
         wanted = min(wanted, math.prod(len(values) for values in search.grid().values()))
@@ -102,7 +105,7 @@ def run(search: Search) -> dict:
                                     search.metric.name)
     if failures > search.max_failures:
         raise UserError(f"{failures} trials failed, more than --max_failures "
-                        f"{search.max_failures}; see {os.path.join(search.output_dir, 'logs')}, "
+                        f"{search.max_failures}; see {directory.logs}, "
                         "fix the cause and rerun the same command to go on")
     return summary
 
@@ -110,7 +113,7 @@ def run(search: Search) -> dict:
 def _ours(search: Search, run_dir: str | None) -> bool:
     """A trial left running in this study's own directory (a shared storage's other
     machines resume theirs)."""
-    trials = os.path.join(os.path.abspath(search.output_dir), "trials") + os.sep
+    trials = StudyDirectory(os.path.abspath(search.output_dir)).trials + os.sep
     return bool(run_dir) and os.path.abspath(run_dir).startswith(trials)
 
 
@@ -118,18 +121,18 @@ def _start(search: Search, study, optuna, left) -> RunningTrial:
     """A new trial asked of the sampler, or `left` (a trial a killed tune left running) with
     its own params, started as a process. Optuna has no public door back into a running
     trial, so `left` is reopened by its id."""
+    study_dir = StudyDirectory(os.path.abspath(search.output_dir))
     if left is None:
         trial = study.ask()
         params = {p.name: p.suggest(trial) for p in search.space if p.kind}
-        run_dir = os.path.join(os.path.abspath(search.output_dir), "trials",
-                               f"{trial.number:04d}")
+        run_dir = study_dir.trial(trial.number)
         trial.set_user_attr("run_dir", run_dir)
         reported, verb = (), "started"
     else:
         trial = optuna.trial.Trial(study, left._trial_id)
         params, run_dir = left.params, left.user_attrs["run_dir"]
         reported, verb = left.intermediate_values, "resumed"
-    work_dir = os.path.join(os.path.abspath(search.output_dir), "work", f"{trial.number:04d}")
+    work_dir = os.path.join(study_dir.work, f"{trial.number:04d}")
     command = [*search.command, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
     if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
@@ -140,7 +143,7 @@ def _start(search: Search, study, optuna, left) -> RunningTrial:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if search.threads:
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
-    log_path = os.path.join(search.output_dir, "logs", f"{trial.number:04d}.log")
+    log_path = os.path.join(study_dir.logs, f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
     return RunningTrial(trial, run_dir, command, env, log_path, search.metric, reported)
 
