@@ -78,6 +78,7 @@ def _tune(args) -> int:
 def search(args, command: tuple[str, ...] | None = None):
     """The checked search of a `tfyard tune` command line: every refusal here, one line,
     before any trial. `command` replaces `tfyard train` (tests' stand-in trials)."""
+    from tfyard import tracking
     from tfyard.runfiles.files import LocalFiles
     from tfyard.storage import in_bucket
     from tfyard.tune import study as studies
@@ -115,6 +116,8 @@ def search(args, command: tuple[str, ...] | None = None):
         parallel=args.parallel, threads=threads, sampler=args.sampler,
         scheduler=args.scheduler, seed=args.seed, timeout=args.timeout,
         max_failures=args.max_failures, command=command or TRAIN,
+        tracking=tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
+                                   shared.mlflow_optional),
         fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs)
 
 

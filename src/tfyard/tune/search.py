@@ -6,6 +6,7 @@ the dead holder's lease), and --trials counts finished and pruned ones."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -16,8 +17,10 @@ from tfyard.errors import UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import StudyDirectory
+from tfyard.tracking import Settings
 from tfyard.tune import study as studies
 from tfyard.tune.space import Param, option_argv
+from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
 
 POLL_S = 0.5
@@ -43,6 +46,7 @@ class Search:
     seed: int | None = None
     timeout: float | None = None
     max_failures: int = 2
+    tracking: Settings | None = None  # MLflow: the study's parent run, a child a trial
     command: tuple[str, ...] = TRAIN  # what a trial runs (tests give a stand-in)
     fixed_argv: list[str] = field(default_factory=list)   # the space's plain values
     evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_epochs)
@@ -64,6 +68,7 @@ def run(search: Search) -> dict:
     directory = StudyDirectory(os.path.abspath(search.output_dir))
     for place in (directory.trials, directory.logs):
         LocalFiles().make_directory(place)
+    runs = StudyRuns.start(search.tracking, study, directory.root, _described(search))
     wanted = search.trials
     if search.sampler == "grid":
         wanted = min(wanted, math.prod(len(values) for values in search.grid().values()))
@@ -79,7 +84,7 @@ def run(search: Search) -> dict:
             while len(running) < search.parallel and (left or (
                     done + len(running) < wanted and failures <= search.max_failures
                     and time.monotonic() < deadline)):
-                trial = _start(search, study, optuna, left.pop(0) if left else None)
+                trial = _start(search, study, optuna, left.pop(0) if left else None, runs)
                 running[trial.number] = trial
             if not running:
                 break
@@ -88,6 +93,8 @@ def run(search: Search) -> dict:
                 if trial.poll():
                     del running[number]
                     failures += not _tell(search, study, states, trial)
+                    if runs:
+                        runs.ended(study, number, search.metric.name)
                     studies.write_summary(study, search.output_dir, search.storage,
                                           search.metric.name)
     except Stopped as stop:
@@ -96,6 +103,8 @@ def run(search: Search) -> dict:
         for trial in running.values():
             trial.wait()
         studies.write_summary(study, search.output_dir, search.storage, search.metric.name)
+        if runs:
+            runs.close(directory.root, "KILLED")   # a rerun continues it
         print(f"tune: stopped; {len(running)} running trial(s) saved a checkpoint and "
               "continue when the same command runs again", file=sys.stderr)
         raise SystemExit(128 + stop.signum) from None
@@ -103,6 +112,8 @@ def run(search: Search) -> dict:
         restore_handlers(previous)
     summary = studies.write_summary(study, search.output_dir, search.storage,
                                     search.metric.name)
+    if runs:
+        runs.close(directory.root, "FAILED" if failures > search.max_failures else "FINISHED")
     if failures > search.max_failures:
         raise UserError(f"{failures} trials failed, more than --max_failures "
                         f"{search.max_failures}; see {directory.logs}, "
@@ -117,7 +128,16 @@ def _ours(search: Search, run_dir: str | None) -> bool:
     return bool(run_dir) and os.path.abspath(run_dir).startswith(trials)
 
 
-def _start(search: Search, study, optuna, left) -> RunningTrial:
+def _described(search: Search) -> dict:
+    """The study's settings, as its MLflow parent run's parameters (each trial's child
+    has the trial's own, train's options included)."""
+    space = {p.name: {p.kind: list(p.values)} if p.kind else p.values[0] for p in search.space}
+    return {"metric": search.metric.name, "direction": search.direction,
+            "sampler": search.sampler, "scheduler": search.scheduler, "seed": search.seed,
+            "space": json.dumps(space, sort_keys=True)}
+
+
+def _start(search: Search, study, optuna, left, runs: StudyRuns | None) -> RunningTrial:
     """A new trial asked of the sampler, or `left` (a trial a killed tune left running) with
     its own params, started as a process. Optuna has no public door back into a running
     trial, so `left` is reopened by its id."""
@@ -132,6 +152,8 @@ def _start(search: Search, study, optuna, left) -> RunningTrial:
         trial = optuna.trial.Trial(study, left._trial_id)
         params, run_dir = left.params, left.user_attrs["run_dir"]
         reported, verb = left.intermediate_values, "resumed"
+    if runs:
+        runs.child(trial, run_dir, params)
     work_dir = os.path.join(study_dir.work, f"{trial.number:04d}")
     command = [*search.command, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
