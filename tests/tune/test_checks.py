@@ -55,6 +55,7 @@ def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
     (["--output_dir", "s3://bucket/study"], "needs --storage URL"),
     (["--storage", "postgresql://me:s3cret@127.0.0.1:1/db"], "me:***@127.0.0.1:1"),
     (["--storage", "nosuchdb://x"], "--storage nosuchdb://x: cannot open it"),
+    (["--mlflow_uri", "http://127.0.0.1:9"], "MLflow at http://127.0.0.1:9 cannot be used"),
 ])
 def test_a_wrong_command_line_is_named(tmp_path, capsys, argv, words):
     err = _refusal(tmp_path, capsys, *argv)

@@ -24,8 +24,11 @@ def register(commands) -> None:
         "Optuna's sampler picks its options from --space and its pruner stops a poor one at "
         "a checkpoint. The "
         "study lives in Optuna's storage (DIR/study.db by default); DIR/tune.json names the "
-        "best trial, DIR/trials.csv lists them all. The same command again continues the "
-        "study. Any other option is a `tfyard train` option every trial shares.")
+        "best trial, DIR/trials.csv lists them all, DIR/tune.png draws them; `tfyard "
+        "predict` and `tfyard evaluate` given DIR use the best trial's run. With MLflow on "
+        "(--mlflow_uri or MLFLOW_TRACKING_URI) the study is one parent run and each trial a "
+        "child run. The same command again continues the study. Any other option is a "
+        "`tfyard train` option every trial shares.")
     tune.add_argument("--space", required=True, metavar="FILE",
                       help="YAML or JSON mapping train option names to {loguniform: [lo, hi]}, "
                       "{uniform: [lo, hi]}, {int: [lo, hi]}, {choice: [...]} or a plain value "
@@ -57,7 +60,8 @@ def register(commands) -> None:
                       metavar="K", help="failed trials (a crash, divergence) this run of tune "
                       "tolerates before it stops (default: 2)")
     platform.add_platform_flag(tune, "output_dir", required=True, help="the study's "
-                               "directory: trials/, logs/, study.db, tune.json, trials.csv")
+                               "directory: trials/, logs/, study.db, tune.json, trials.csv, "
+                               "tune.png")
     tune.set_defaults(func=_tune, train_argv=[])
 
 

@@ -66,9 +66,9 @@ def run(search: Search) -> dict:
         direction=search.direction, load_if_exists=True, pruner=studies.pruner(search.scheduler),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
     directory = StudyDirectory(os.path.abspath(search.output_dir))
+    runs = StudyRuns.start(search.tracking, study, directory.root, _described(search))
     for place in (directory.trials, directory.logs):
         LocalFiles().make_directory(place)
-    runs = StudyRuns.start(search.tracking, study, directory.root, _described(search))
     wanted = search.trials
     if search.sampler == "grid":
         wanted = min(wanted, math.prod(len(values) for values in search.grid().values()))
