@@ -9,9 +9,9 @@ from tfyard.errors import UserError
 from tfyard.flags import Parser
 from tfyard.flags.declared import flag_type, nonnegative_int, positive_float, positive_int
 from tfyard.train.options import add_option_arguments, add_train_arguments, options_from_args
+from tfyard.tune.study import SAMPLERS, SCHEDULERS
 
 EVALUATIONS = 10   # a trial's evaluations, the pruner's rungs
-SAMPLERS, SCHEDULERS = ("tpe", "random", "grid"), ("none", "median", "asha")
 
 
 def register(commands) -> None:
@@ -46,7 +46,14 @@ def register(commands) -> None:
                       "(default), random, or grid (every combination of choice entries)")
     tune.add_argument("--scheduler", choices=SCHEDULERS, default="none", help="pruning at "
                       "each evaluation: median (Optuna's MedianPruner), asha (successive "
-                      "halving), none (default: every trial runs to its end)")
+                      "halving), none (default: every trial runs to its end); or pbt: "
+                      "population-based training of --parallel trials, the worst quarter "
+                      "taking a best-quarter trial's checkpoint and perturbed values every "
+                      "--pbt_interval steps (only learning_rate, weight_decay, momentum and "
+                      "label_smoothing ranges may be searched)")
+    tune.add_argument("--pbt_interval", type=flag_type(positive_int), metavar="STEPS",
+                      help="--scheduler pbt: training steps between two exploit/explore "
+                      "rounds (each trial stops there: train's --pause_at_step)")
     tune.add_argument("--storage", metavar="URL", help="Optuna storage URL, e.g. "
                       "postgresql://USER:PASSWORD@HOST/DB for a study several machines share "
                       "(default: sqlite:///DIR/study.db)")
@@ -105,6 +112,7 @@ def search(args, command: tuple[str, ...] | None = None):
         wrong = next(p for p in space if p.kind not in (None, "choice"))
         raise UserError(f"--sampler grid takes choice entries only; {wrong.name} is "
                         f"{wrong.kind}: give it as {{choice: [...]}} or pick tpe or random")
+    _check_pbt(args, space)
     fixed = {p.name: p.values[0] for p in space if not p.kind}
     evaluations, epochs = _cadence(shared, fixed, searched, given)
     storage = args.storage or studies.default_storage(args.output_dir)
@@ -122,7 +130,19 @@ def search(args, command: tuple[str, ...] | None = None):
         max_failures=args.max_failures, command=command or TRAIN,
         tracking=tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                    shared.mlflow_optional),
-        fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs)
+        fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
+        pbt_interval=args.pbt_interval)
+
+
+def _check_pbt(args, space) -> None:
+    """--pbt_interval with --scheduler pbt and only there; and what PBT can search."""
+    if (args.scheduler == "pbt") != (args.pbt_interval is not None):
+        raise UserError("--scheduler pbt needs --pbt_interval STEPS" if args.pbt_interval
+                        is None else "--pbt_interval is for --scheduler pbt; drop it")
+    if args.scheduler == "pbt":
+        from tfyard.tune.pbt import check
+
+        check(space, args.trials, args.parallel)
 
 
 def _train_options(argv: list[str]):

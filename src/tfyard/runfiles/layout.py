@@ -25,6 +25,7 @@ KERAS_MODEL, H5_MODEL = "model.keras", "model.h5"
 CLASS_NAMES = "class_names.txt"      # beside model.keras: one class name a line, by class id
 EXPORTED_MODEL = os.path.join(EXPORT, KERAS_MODEL)
 CURVES = "curves.png"
+SCHEDULE = "pbt.json"                # a tune PBT trial's values and donors, interval by interval
 LEASE = ".tfyard-lease"
 LOGS, WORK = "logs", "work"          # the default log_dir and work_dir, inside output_dir
 PUBLISHING = ".tfyard-publishing"    # a bucket run's copy: saves waiting for upload
@@ -63,6 +64,7 @@ class RunDirectory:
     export, exported_model = _file(EXPORT), _file(EXPORTED_MODEL)
     saved_model = _file(EXPORT, SAVED_MODEL)
     curves, lease, publishing, logs = _file(CURVES), _file(LEASE), _file(PUBLISHING), _file(LOGS)
+    schedule = _file(SCHEDULE)
 
 
 class StudyDirectory:

@@ -13,11 +13,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from tfyard.errors import UserError
+from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import Settings
+from tfyard.tune import pbt
 from tfyard.tune import study as studies
 from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
@@ -51,6 +52,7 @@ class Search:
     fixed_argv: list[str] = field(default_factory=list)   # the space's plain values
     evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_epochs)
     epochs: float | None = None     # a trial's length unless the space searches it
+    pbt_interval: int | None = None  # --scheduler pbt: steps between exploit/explore rounds
 
     def grid(self) -> dict | None:
         return {p.name: list(p.values) for p in self.space if p.kind} \
@@ -75,16 +77,25 @@ def run(search: Search) -> dict:
     left = [t for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))
             if _ours(search, t.user_attrs.get("run_dir"))]
     running: dict[int, RunningTrial] = {}
+    population = pbt.Population(search.space, search.pbt_interval, search.direction ==
+                                "maximize", search.seed) if search.scheduler == "pbt" else None
+    paused: dict[int, float | None] = {}   # PBT: trials stopped at the interval, their values
     failures, deadline = 0, time.monotonic() + (search.timeout or math.inf)
     previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
     try:
         while True:
             done = len(study.get_trials(deepcopy=False, states=(states.COMPLETE,
                                                                  states.PRUNED)))
+            if paused and not running:   # the population at its interval: PBT's round
+                for line in population.next_round(study, paused, search.metric.name):
+                    print(line, flush=True)
+                left = [t for t in study.get_trials(deepcopy=False) if t.number in paused]
+                paused = {}
             while len(running) < search.parallel and (left or (
-                    done + len(running) < wanted and failures <= search.max_failures
-                    and time.monotonic() < deadline)):
-                trial = _start(search, study, optuna, left.pop(0) if left else None, runs)
+                    done + len(running) + len(paused) < wanted
+                    and failures <= search.max_failures and time.monotonic() < deadline)):
+                trial = _start(search, study, optuna, left.pop(0) if left else None, runs,
+                               population)
                 running[trial.number] = trial
             if not running:
                 break
@@ -92,6 +103,10 @@ def run(search: Search) -> dict:
             for number, trial in list(running.items()):
                 if trial.poll():
                     del running[number]
+                    if population and trial.proc.returncode == PREEMPTED_EXIT_CODE \
+                            and not trial.pruned:   # stopped at its --pause_at_step
+                        paused[number] = trial.value
+                        continue
                     failures += not _tell(search, study, states, trial)
                     if runs:
                         runs.ended(study, number, search.metric.name)
@@ -137,10 +152,11 @@ def _described(search: Search) -> dict:
             "space": json.dumps(space, sort_keys=True)}
 
 
-def _start(search: Search, study, optuna, left, runs: StudyRuns | None) -> RunningTrial:
-    """A new trial asked of the sampler, or `left` (a trial a killed tune left running) with
-    its own params, started as a process. Optuna has no public door back into a running
-    trial, so `left` is reopened by its id."""
+def _start(search: Search, study, optuna, left, runs: StudyRuns | None,
+           population: pbt.Population | None) -> RunningTrial:
+    """A new trial asked of the sampler, or `left` (a trial a killed tune left running, or a
+    PBT trial going on after its interval) with its own params, started as a process. Optuna
+    has no public door back into a running trial, so `left` is reopened by its id."""
     study_dir = StudyDirectory(os.path.abspath(search.output_dir))
     if left is None:
         trial = study.ask()
@@ -150,7 +166,8 @@ def _start(search: Search, study, optuna, left, runs: StudyRuns | None) -> Runni
         reported, verb = (), "started"
     else:
         trial = optuna.trial.Trial(study, left._trial_id)
-        params, run_dir = left.params, left.user_attrs["run_dir"]
+        params = pbt.values_now(left) if population else left.params
+        run_dir = left.user_attrs["run_dir"]
         reported, verb = left.intermediate_values, "resumed"
     if runs:
         runs.child(trial, run_dir, params)
@@ -162,6 +179,8 @@ def _start(search: Search, study, optuna, left, runs: StudyRuns | None) -> Runni
         command += ["--eval_every_epochs", f"{epochs / search.evaluations:.6g}"]
     if search.seed is not None and "seed" not in params:
         command += ["--seed", str(search.seed)]
+    if population:
+        command += ["--pause_at_step", str(population.pause(trial))]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if search.threads:
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads

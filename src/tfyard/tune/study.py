@@ -18,7 +18,7 @@ from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import redacted, scrubbed
 
 SAMPLERS = ("tpe", "random", "grid")
-SCHEDULERS = ("none", "median", "asha")
+SCHEDULERS = ("none", "median", "asha", "pbt")
 # The figures a run reports (metrics.jsonl): a metric is KIND/NAME, KIND a report's source.
 METRICS = {"validation": ("eval", ("loss", "top1", "top5")),
            "train": ("train", ("loss", "top1", "top5"))}
@@ -98,10 +98,11 @@ def sampler(name: str, seed: int | None, grid: dict | None):
 
 def pruner(name: str):
     """`median`: below the median of earlier trials at the same step; `asha`: successive
-    halving (asynchronous); `none`: every trial runs to its end."""
+    halving (asynchronous); `none` and `pbt` (which replaces the worst trials' weights
+    instead, `tune.pbt`): every trial runs to its end."""
     pruners = import_optuna().pruners
     return {"none": pruners.NopPruner, "median": pruners.MedianPruner,
-            "asha": pruners.SuccessiveHalvingPruner}[name]()
+            "asha": pruners.SuccessiveHalvingPruner, "pbt": pruners.NopPruner}[name]()
 
 
 def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dict:
