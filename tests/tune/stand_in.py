@@ -2,8 +2,8 @@
 second. It reads --output_dir, --learning_rate, --epochs, --eval_every_epochs and
 --pause_at_step, writes eval reports to metrics.jsonl (top1 grows fastest at learning_rate
 0.1) and, like train, keeps its state (step, top1) in checkpoints/ at each report and resumes
-from it, stops at --pause_at_step with exit 143, saves and exits 143 on SIGTERM, and fails as
-told by env:
+from it, stops at --pause_at_step with exit 143 (at once when resumed there), saves and
+exits 143 on SIGTERM, and fails as told by env:
 STAND_IN_FAIL_ABOVE=LR exits 1 for a learning rate above LR; STAND_IN_STEP_S slows a step."""
 
 import argparse
@@ -31,6 +31,8 @@ os.makedirs(os.path.join(args.output_dir, "checkpoints"), exist_ok=True)
 path = os.path.join(args.output_dir, "metrics.jsonl")
 saved = os.path.join(args.output_dir, "checkpoints", "state.json")
 state = json.load(open(saved)) if os.path.exists(saved) else {"step": 0, "top1": 0.0}
+if state["step"] == args.pause_at_step:   # resumed where it was to stop, as train does
+    sys.exit(143)
 every = round(args.eval_every_epochs * STEPS_PER_EPOCH)
 last = round(args.epochs * STEPS_PER_EPOCH)
 gain = (1.0 - abs(math.log10(args.learning_rate) + 1.0) / 4) * every / last

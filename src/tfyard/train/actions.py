@@ -219,6 +219,8 @@ class PreemptionAction(Action):
 
     def on_start(self, state: RunState) -> None:
         preemption.running.set()
+        if state.step == self.pause_at:   # resumed where it was to stop: stop there again
+            state.request_stop(PREEMPTED)
 
     def close(self) -> None:
         preemption.running.clear()

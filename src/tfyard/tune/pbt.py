@@ -24,7 +24,7 @@ from tfyard.tune.study import import_optuna
 PERTURBED = ("learning_rate", "weight_decay", "momentum", "label_smoothing")
 FACTORS = (0.8, 1.2)
 SCHEDULE = "pbt_schedule"   # a trial's user attribute: [{"step", "donor", "params"}]
-PAUSE = "pbt_pause"         # a trial's user attribute: the step its process stops at
+PAUSE = "pbt_pause"         # the study's user attribute: the step the population stops at
 
 
 def check(space, trials: int, parallel: int) -> None:
@@ -97,12 +97,10 @@ class Population:
         self.space, self.interval, self.maximize = space, interval, maximize
         self.rng = random.Random(seed)
 
-    def pause(self, trial) -> int:
-        """The step `trial` stops at next: the one it was given (a resumed trial), else the
-        first interval."""
-        if PAUSE not in trial.user_attrs:
-            trial.set_user_attr(PAUSE, self.interval)
-        return trial.user_attrs[PAUSE]
+    def pause(self, study) -> int:
+        """The step the population stops at next (a rerun's too): one value for all, so
+        the trials stay in step, a trial started late included."""
+        return study.user_attrs.get(PAUSE, self.interval)
 
     def next_round(self, study, stopped: dict[int, float | None], metric: str) -> list[str]:
         """All of the population stopped at its interval, `stopped` (trial number -> its
@@ -110,19 +108,17 @@ class Population:
         what happened, a line a recipient."""
         optuna = import_optuna()
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-        handles = {n: optuna.trial.Trial(study, trials[n]._trial_id) for n in stopped}
+        step = self.pause(study)
         live = {number: value for number, value in stopped.items() if value is not None}
         said = []
         for recipient, donor in sorted(exploit(live, self.maximize, self.rng).items()):
             to, source = trials[recipient], trials[donor]
             hand_over(source.user_attrs["run_dir"], to.user_attrs["run_dir"])
             params = explore(values_now(source), self.space, self.rng)
-            step = source.user_attrs[PAUSE]
-            record(handles[recipient], to.user_attrs["run_dir"],
+            record(optuna.trial.Trial(study, to._trial_id), to.user_attrs["run_dir"],
                    {"step": step, "donor": donor, "params": params})
             said.append(f"tune: trial {recipient} ({metric} {live[recipient]:.4g}) takes trial "
                         f"{donor}'s checkpoint at step {step} ({live[donor]:.4g}) and goes on "
                         "with " + ", ".join(f"{k}={v:.4g}" for k, v in params.items()))
-        for number, handle in handles.items():
-            handle.set_user_attr(PAUSE, trials[number].user_attrs[PAUSE] + self.interval)
+        study.set_user_attr(PAUSE, step + self.interval)
         return said

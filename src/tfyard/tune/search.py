@@ -180,7 +180,7 @@ def _start(search: Search, study, optuna, left, runs: StudyRuns | None,
     if search.seed is not None and "seed" not in params:
         command += ["--seed", str(search.seed)]
     if population:
-        command += ["--pause_at_step", str(population.pause(trial))]
+        command += ["--pause_at_step", str(population.pause(study))]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if search.threads:
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
