@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import math
 import random
+import signal
 
 import pytest
 
-from tests.tune.conftest import eval_records, tune, write_space
+from tests.tune.conftest import eval_records, killed_while_training, tune, write_space
 from tfyard.tune.pbt import exploit, explore
 from tfyard.tune.space import Param
 
@@ -38,11 +39,21 @@ def _quality(learning_rate: float) -> float:
     return (1.0 - abs(math.log10(learning_rate) + 1.0) / 4) * 0.1
 
 
-def test_the_worst_trial_goes_on_from_the_best_ones_checkpoint(tmp_path):
+def _population(tmp_path) -> list[str]:
     space = write_space(tmp_path, {"learning_rate": {"loguniform": [0.001, 1.0]}, "epochs": 1})
-    summary = tune("--space", space, "--metric", "validation/top1", "--mode", "max",
-                   "--trials", 2, "--parallel", 2, "--scheduler", "pbt", "--pbt_interval", 40,
-                   "--sampler", "random", "--seed", 1, "--output_dir", tmp_path / "study")
+    return [str(a) for a in ("--space", space, "--metric", "validation/top1", "--mode", "max",
+                             "--trials", 2, "--parallel", 2, "--scheduler", "pbt",
+                             "--pbt_interval", 40, "--sampler", "random", "--seed", 1,
+                             "--output_dir", tmp_path / "study")]
+
+
+@pytest.mark.parametrize("killed", [False, True])
+def test_the_worst_trial_goes_on_from_the_best_ones_checkpoint(tmp_path, killed):
+    """Also after a SIGKILL of tune's process group as the first trial stops at step 40
+    (the other may not have yet): the same command again keeps the population in step."""
+    if killed:
+        killed_while_training(tmp_path, _population(tmp_path), signal.SIGKILL, reports=4)
+    summary = tune(*_population(tmp_path))
     study = optuna.load_study(study_name="study", storage=summary["storage"])
     assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
     rounds = sorted((entry["step"], trial.number, entry) for trial in study.trials
