@@ -4,7 +4,10 @@ the scheduling, pruning, failures and resume of the real search loop, without Te
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 STAND_IN = (sys.executable, str(Path(__file__).with_name("stand_in.py")))
@@ -34,3 +37,23 @@ def tune(*argv) -> dict:
 def eval_records(run_dir) -> list[dict]:
     lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
+
+
+def killed_while_training(tmp_path, argv, sig, reports: int = 2) -> int:
+    """Start tune (stand-in trials) in a process group of its own, send `sig` to it once its
+    first trial has made `reports` reports, and return its exit status."""
+    tuner = subprocess.Popen([sys.executable, "-c", TUNE_CODE, *argv], start_new_session=True,
+                             env={**os.environ, "STAND_IN_STEP_S": "0.3"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = tmp_path / "study" / "trials" / "0000" / "metrics.jsonl"
+    deadline = time.monotonic() + 60
+    while not (first.exists() and len(first.read_text().splitlines()) >= reports):
+        assert time.monotonic() < deadline and tuner.poll() is None, tuner.stderr.read()
+        time.sleep(0.1)
+    os.killpg(tuner.pid, sig)
+    _, err = tuner.communicate(timeout=60)
+    time.sleep(1)   # after a SIGKILL, the trial's guard takes the trial's own group down
+    reached = eval_records(first.parent)[-1]["step"]
+    time.sleep(1)
+    assert eval_records(first.parent)[-1]["step"] == reached < 100, err   # nothing runs on
+    return tuner.returncode

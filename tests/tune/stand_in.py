@@ -1,7 +1,9 @@
 """A stand-in for `tfyard train` in tune's tests: no TensorFlow, a run in a fraction of a
-second. It reads --output_dir, --learning_rate, --epochs and --eval_every_epochs, writes
-eval reports to metrics.jsonl (top1 peaks at learning_rate 0.1) and, like train, resumes
-after its last report, saves and exits 143 on SIGTERM, and fails as told by env:
+second. It reads --output_dir, --learning_rate, --epochs, --eval_every_epochs and
+--pause_at_step, writes eval reports to metrics.jsonl (top1 grows fastest at learning_rate
+0.1) and, like train, keeps its state (step, top1) in checkpoints/ at each report and resumes
+from it, stops at --pause_at_step with exit 143 (at once when resumed there), saves and
+exits 143 on SIGTERM, and fails as told by env:
 STAND_IN_FAIL_ABOVE=LR exits 1 for a learning rate above LR; STAND_IN_STEP_S slows a step."""
 
 import argparse
@@ -19,23 +21,34 @@ parser.add_argument("--output_dir")
 parser.add_argument("--learning_rate", type=float, default=0.1)
 parser.add_argument("--epochs", type=float, default=1.0)
 parser.add_argument("--eval_every_epochs", type=float)
+parser.add_argument("--pause_at_step", type=int)
 args, _ = parser.parse_known_args()
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 if args.learning_rate > float(os.environ.get("STAND_IN_FAIL_ABOVE", "inf")):
     print("stand-in: learning rate too high, the loss diverged")
     sys.exit(1)
-os.makedirs(args.output_dir, exist_ok=True)
+os.makedirs(os.path.join(args.output_dir, "checkpoints"), exist_ok=True)
 path = os.path.join(args.output_dir, "metrics.jsonl")
-done = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+saved = os.path.join(args.output_dir, "checkpoints", "state.json")
+state = json.load(open(saved)) if os.path.exists(saved) else {"step": 0, "top1": 0.0}
+if state["step"] == args.pause_at_step:   # resumed where it was to stop, as train does
+    sys.exit(143)
 every = round(args.eval_every_epochs * STEPS_PER_EPOCH)
 last = round(args.epochs * STEPS_PER_EPOCH)
-top1 = 1.0 - abs(math.log10(args.learning_rate) + 1.0) / 4
+gain = (1.0 - abs(math.log10(args.learning_rate) + 1.0) / 4) * every / last
 with open(path, "a") as stream:
-    for step in range((done[-1]["step"] if done else 0) + every, last + 1, every):
+    for step in range(state["step"] + every, last + 1, every):
         time.sleep(float(os.environ.get("STAND_IN_STEP_S", "0.05")))
-        figure = top1 * step / last
-        stream.write(json.dumps({"kind": "eval", "step": step, "top1": figure,
-                                 "loss": 1 - figure}) + "\n")
+        state = {"step": step, "top1": state["top1"] + gain}
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})   # report and save as one
+        stream.write(json.dumps({"kind": "eval", "step": step, "top1": state["top1"],
+                                 "loss": 1 - state["top1"]}) + "\n")
         stream.flush()
+        with open(saved + ".tmp", "w") as checkpoint:
+            json.dump(state, checkpoint)
+        os.replace(saved + ".tmp", saved)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        if step == args.pause_at_step:
+            sys.exit(143)
 print(f"stand-in: done at step {last}, TF_NUM_INTRAOP_THREADS="
       f"{os.environ.get('TF_NUM_INTRAOP_THREADS')}")

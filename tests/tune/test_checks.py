@@ -55,10 +55,20 @@ def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
     (["--output_dir", "s3://bucket/study"], "needs --storage URL"),
     (["--storage", "postgresql://me:s3cret@127.0.0.1:1/db"], "me:***@127.0.0.1:1"),
     (["--storage", "nosuchdb://x"], "--storage nosuchdb://x: cannot open it"),
+    (["--mlflow_uri", "http://127.0.0.1:9"], "MLflow at http://127.0.0.1:9 cannot be used"),
+    (["--scheduler", "pbt"], "--scheduler pbt needs --pbt_interval STEPS"),
+    (["--pbt_interval", "10"], "--pbt_interval is for --scheduler pbt"),
+    (["--scheduler", "pbt", "--pbt_interval", "10"], "give --trials and --parallel the same"),
 ])
 def test_a_wrong_command_line_is_named(tmp_path, capsys, argv, words):
     err = _refusal(tmp_path, capsys, *argv)
     assert words in err and "s3cret" not in err
+
+
+def test_pbt_refuses_a_search_it_cannot_perturb(tmp_path, capsys):
+    err = _refusal(tmp_path, capsys, "--scheduler", "pbt", "--pbt_interval", "10",
+                   "--parallel", "2", space={"batch_size": {"choice": [32, 64]}})
+    assert "pbt perturbs only learning_rate, weight_decay, momentum, label_smoothing" in err
 
 
 def test_the_console_script_refuses_without_a_traceback(tmp_path):
@@ -72,6 +82,7 @@ def test_the_console_script_refuses_without_a_traceback(tmp_path):
 def test_help_names_every_flag():
     result = run_tfyard("tune", "--help")
     for flag in ("--space", "--metric", "--mode", "--trials", "--parallel", "--sampler",
-                 "--scheduler", "--storage", "--seed", "--timeout", "--max_failures",
+                 "--scheduler", "--pbt_interval", "--storage", "--seed", "--timeout",
+                 "--max_failures",
                  "--output_dir", "TRAIN OPTIONS"):
         assert flag in result.stdout

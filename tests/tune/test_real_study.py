@@ -27,3 +27,29 @@ def test_tune_trains_real_trials_and_names_the_best(tmp_path):
     evals = [r for r in read_jsonl(f"{run}/metrics.jsonl") if r["kind"] == "eval"]
     assert len(evals) >= 5 and evals[-1]["top1"] == summary["best_value"]
     assert f"best trial {summary['best_trial']['number']}" in result.stdout
+
+
+@pytest.mark.slow
+def test_pbt_hands_a_real_checkpoint_over(tmp_path):
+    """Two real trials stop at step 7; the worse goes on from the better's checkpoint (the
+    same bytes), in its own run, with the perturbed learning rate."""
+    space = write_space(tmp_path, "learning_rate: {loguniform: [0.01, 0.2]}\n")
+    shared = [a for a in FAST if a not in ("--learning_rate", "0.05")]
+    result = run_tfyard("tune", "--space", space, "--metric", "validation/top1", "--mode",
+                        "max", "--trials", "2", "--parallel", "2", "--scheduler", "pbt",
+                        "--pbt_interval", "7", "--output_dir", tmp_path / "study",
+                        "--epochs", "0.3", "--eval_every_epochs", "0.15", "--no_export",
+                        *shared)
+    assert result.returncode == 0, result.stderr[-3000:]
+    trials = tmp_path / "study" / "trials"
+    (recipient,) = [p for p in trials.iterdir() if (p / "pbt.json").exists()]
+    (entry,) = json.loads((recipient / "pbt.json").read_text())
+    donor = trials / f"{entry['donor']:04d}"
+    assert entry["step"] == 7 and donor != recipient
+    data = "checkpoints/ckpt-7.data-00000-of-00001"
+    assert (recipient / data).read_bytes() == (donor / data).read_bytes()
+    record = json.loads((recipient / "run.json").read_text())
+    assert record["learning_rate"] == entry["params"]["learning_rate"]
+    assert record["output_dir"] == str(recipient)
+    steps = [r["step"] for r in read_jsonl(recipient / "metrics.jsonl") if r["kind"] == "train"]
+    assert steps[-1] == 14 and 7 in steps

@@ -7,13 +7,10 @@ import csv
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.tune.conftest import TUNE_CODE, eval_records, tune, write_space
+from tests.tune.conftest import eval_records, killed_while_training, tune, write_space
 from tfyard.errors import UserError
 
 optuna = pytest.importorskip("optuna")
@@ -43,6 +40,7 @@ def test_a_study_is_optunas_and_names_its_best_run(tmp_path, capsys):
     rows = list(csv.DictReader((tmp_path / "study" / "trials.csv").open()))
     assert [float(r["learning_rate"]) for r in rows] == [t.params["learning_rate"]
                                                          for t in study.trials]
+    assert (tmp_path / "study" / "tune.png").read_bytes().startswith(b"\x89PNG")
     records = eval_records(saved["best_trial"]["run_dir"])   # ten evaluations a trial
     assert [r["step"] for r in records] == list(range(10, 101, 10))
     assert records[-1]["top1"] == best.value
@@ -75,29 +73,9 @@ def test_failed_trials_are_recorded_until_max_failures(tmp_path, monkeypatch):
     assert "diverged" in (tmp_path / "study" / "logs" / "0000.log").read_text()
 
 
-def _killed_while_training(tmp_path, argv, sig) -> int:
-    """Start tune (stand-in trials) in a process group of its own, send `sig` to it once its
-    first trial has reported twice, and return its exit status."""
-    tuner = subprocess.Popen([sys.executable, "-c", TUNE_CODE, *argv], start_new_session=True,
-                             env={**os.environ, "STAND_IN_STEP_S": "0.3"},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    first = tmp_path / "study" / "trials" / "0000" / "metrics.jsonl"
-    deadline = time.monotonic() + 60
-    while not (first.exists() and len(first.read_text().splitlines()) >= 2):
-        assert time.monotonic() < deadline and tuner.poll() is None, tuner.stderr.read()
-        time.sleep(0.1)
-    os.killpg(tuner.pid, sig)
-    _, err = tuner.communicate(timeout=60)
-    time.sleep(1)   # after a SIGKILL, the trial's guard takes the trial's own group down
-    reached = eval_records(first.parent)[-1]["step"]
-    time.sleep(1)
-    assert eval_records(first.parent)[-1]["step"] == reached < 100, err   # nothing runs on
-    return tuner.returncode
-
-
 def test_sigterm_stops_the_trials_and_leaves_them_to_resume(tmp_path):
     argv = [str(a) for a in _argv(tmp_path, trials=2)]
-    assert _killed_while_training(tmp_path, argv, signal.SIGTERM) == 143
+    assert killed_while_training(tmp_path, argv, signal.SIGTERM) == 143
     study = optuna.load_study(study_name="study",
                               storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
     assert [t.state.name for t in study.trials] == ["RUNNING"]
@@ -107,7 +85,7 @@ def test_a_rerun_after_a_kill_continues_the_study(tmp_path):
     """SIGKILL of tune's process group takes its trial along; the same command again resumes
     that trial in its own directory with its own params and runs the rest."""
     argv = [str(a) for a in _argv(tmp_path, trials=2)]
-    assert _killed_while_training(tmp_path, argv, signal.SIGKILL) == -signal.SIGKILL
+    assert killed_while_training(tmp_path, argv, signal.SIGKILL) == -signal.SIGKILL
     first = tmp_path / "study" / "trials" / "0000" / "metrics.jsonl"
     storage = f"sqlite:///{tmp_path / 'study' / 'study.db'}"
     left = optuna.load_study(study_name="study", storage=storage).trials[0]

@@ -28,7 +28,7 @@ def register(commands) -> None:
     platform.add_platform_flag(
         predict, "output_dir", required=True, metavar="RUN",
         help="the run directory (a copy of its export/ or a SavedModel works too), or its "
-        "s3:// or gs://BUCKET/PREFIX")
+        "s3:// or gs://BUCKET/PREFIX; a `tfyard tune` study: its best trial's run")
     predict.add_argument("inputs", nargs="+", metavar="INPUT",
                          help="image files, folders (recursive) or glob patterns ('**' too), or "
                          "s3:// or gs://BUCKET/PREFIX (its images)")

@@ -28,7 +28,8 @@ def register(commands) -> None:
 
     evaluate = commands.add_parser(
         "evaluate", help="evaluate the latest checkpoint (or the export) of a run")
-    platform.add_platform_flag(evaluate, "output_dir", required=True, help=RUN_DIR)
+    platform.add_platform_flag(evaluate, "output_dir", required=True,
+                               help=f"{RUN_DIR}; a `tfyard tune` study: its best trial's run")
     evaluate.add_argument("--split", default="validation", choices=("train", "validation"))
     evaluate.add_argument("--export", action="store_true",
                           help="evaluate export/model.keras instead of the latest checkpoint")
@@ -73,16 +74,18 @@ def _train(args) -> int:
 
 
 def _evaluate(args) -> int:
+    from tfyard.runfiles.study import run_named
     from tfyard.storage import copy_url, readable_dir
     from tfyard.train.rundir.directory import require_run
 
-    run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
+    output_dir = run_named(args.output_dir)   # a study: its best trial's run
+    run = readable_dir(output_dir, None, "--output_dir")   # a bucket's: its local copy
     require_run(run, args.export)  # before TensorFlow loads: a wrong dir is instant
     from tfyard.train.evaluate import evaluate_output
 
     result = evaluate_output(run, args.split, args.export, args.data_dir)
-    if run != args.output_dir:   # what was evaluated, named where it lives
-        result["source"] = copy_url(result["source"], run, args.output_dir)
+    if run != output_dir:   # what was evaluated, named where it lives
+        result["source"] = copy_url(result["source"], run, output_dir)
     print(json.dumps(result, indent=2))
     from tfyard import tracking
 
@@ -90,8 +93,8 @@ def _evaluate(args) -> int:
     if settings is not None:
         from tfyard.train.outside.tracked import log_evaluation
 
-        log_evaluation(settings, run, args.output_dir, result)
-        _put_back_run_file(run, args.output_dir)
+        log_evaluation(settings, run, output_dir, result)
+        _put_back_run_file(run, output_dir)
     return 0
 
 

@@ -9,9 +9,9 @@ from tfyard.errors import UserError
 from tfyard.flags import Parser
 from tfyard.flags.declared import flag_type, nonnegative_int, positive_float, positive_int
 from tfyard.train.options import add_option_arguments, add_train_arguments, options_from_args
+from tfyard.tune.study import SAMPLERS, SCHEDULERS
 
 EVALUATIONS = 10   # a trial's evaluations, the pruner's rungs
-SAMPLERS, SCHEDULERS = ("tpe", "random", "grid"), ("none", "median", "asha")
 
 
 def register(commands) -> None:
@@ -24,8 +24,11 @@ def register(commands) -> None:
         "Optuna's sampler picks its options from --space and its pruner stops a poor one at "
         "a checkpoint. The "
         "study lives in Optuna's storage (DIR/study.db by default); DIR/tune.json names the "
-        "best trial, DIR/trials.csv lists them all. The same command again continues the "
-        "study. Any other option is a `tfyard train` option every trial shares.")
+        "best trial, DIR/trials.csv lists them all, DIR/tune.png draws them; `tfyard "
+        "predict` and `tfyard evaluate` given DIR use the best trial's run. With MLflow on "
+        "(--mlflow_uri or MLFLOW_TRACKING_URI) the study is one parent run and each trial a "
+        "child run. The same command again continues the study. Any other option is a "
+        "`tfyard train` option every trial shares.")
     tune.add_argument("--space", required=True, metavar="FILE",
                       help="YAML or JSON mapping train option names to {loguniform: [lo, hi]}, "
                       "{uniform: [lo, hi]}, {int: [lo, hi]}, {choice: [...]} or a plain value "
@@ -43,7 +46,14 @@ def register(commands) -> None:
                       "(default), random, or grid (every combination of choice entries)")
     tune.add_argument("--scheduler", choices=SCHEDULERS, default="none", help="pruning at "
                       "each evaluation: median (Optuna's MedianPruner), asha (successive "
-                      "halving), none (default: every trial runs to its end)")
+                      "halving), none (default: every trial runs to its end); or pbt: "
+                      "population-based training of --parallel trials, the worst quarter "
+                      "taking a best-quarter trial's checkpoint and perturbed values every "
+                      "--pbt_interval steps (only learning_rate, weight_decay, momentum and "
+                      "label_smoothing ranges may be searched)")
+    tune.add_argument("--pbt_interval", type=flag_type(positive_int), metavar="STEPS",
+                      help="--scheduler pbt: training steps between two exploit/explore "
+                      "rounds (each trial stops there: train's --pause_at_step)")
     tune.add_argument("--storage", metavar="URL", help="Optuna storage URL, e.g. "
                       "postgresql://USER:PASSWORD@HOST/DB for a study several machines share "
                       "(default: sqlite:///DIR/study.db)")
@@ -57,11 +67,13 @@ def register(commands) -> None:
                       metavar="K", help="failed trials (a crash, divergence) this run of tune "
                       "tolerates before it stops (default: 2)")
     platform.add_platform_flag(tune, "output_dir", required=True, help="the study's "
-                               "directory: trials/, logs/, study.db, tune.json, trials.csv")
+                               "directory: trials/, logs/, study.db, tune.json, trials.csv, "
+                               "tune.png")
     tune.set_defaults(func=_tune, train_argv=[])
 
 
 def _tune(args) -> int:
+    from tfyard.runfiles.layout import StudyDirectory
     from tfyard.tune.search import run
 
     summary = run(search(args))
@@ -70,13 +82,15 @@ def _tune(args) -> int:
         print(f"tune: best trial {best['number']}: {summary['metric']} "
               f"{summary['best_value']:.4g} in {best['run_dir']}")
     print(f"tune: study {summary['study_name']} in {summary['storage']}; summary in "
-          f"{os.path.join(args.output_dir, 'tune.json')}")
+          f"{StudyDirectory(args.output_dir).summary}")
     return 0
 
 
 def search(args, command: tuple[str, ...] | None = None):
     """The checked search of a `tfyard tune` command line: every refusal here, one line,
     before any trial. `command` replaces `tfyard train` (tests' stand-in trials)."""
+    from tfyard import tracking
+    from tfyard.runfiles.files import LocalFiles
     from tfyard.storage import in_bucket
     from tfyard.tune import study as studies
     from tfyard.tune.search import TRAIN, Search
@@ -98,11 +112,12 @@ def search(args, command: tuple[str, ...] | None = None):
         wrong = next(p for p in space if p.kind not in (None, "choice"))
         raise UserError(f"--sampler grid takes choice entries only; {wrong.name} is "
                         f"{wrong.kind}: give it as {{choice: [...]}} or pick tpe or random")
+    _check_pbt(args, space)
     fixed = {p.name: p.values[0] for p in space if not p.kind}
     evaluations, epochs = _cadence(shared, fixed, searched, given)
     storage = args.storage or studies.default_storage(args.output_dir)
     studies.import_optuna()
-    os.makedirs(args.output_dir, exist_ok=True)
+    LocalFiles().make_directory(args.output_dir)
     studies.open_storage(storage)
     threads = _split(args.parallel)
     return Search(
@@ -113,7 +128,21 @@ def search(args, command: tuple[str, ...] | None = None):
         parallel=args.parallel, threads=threads, sampler=args.sampler,
         scheduler=args.scheduler, seed=args.seed, timeout=args.timeout,
         max_failures=args.max_failures, command=command or TRAIN,
-        fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs)
+        tracking=tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
+                                   shared.mlflow_optional),
+        fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
+        pbt_interval=args.pbt_interval)
+
+
+def _check_pbt(args, space) -> None:
+    """--pbt_interval with --scheduler pbt and only there; and what PBT can search."""
+    if (args.scheduler == "pbt") != (args.pbt_interval is not None):
+        raise UserError("--scheduler pbt needs --pbt_interval STEPS" if args.pbt_interval
+                        is None else "--pbt_interval is for --scheduler pbt; drop it")
+    if args.scheduler == "pbt":
+        from tfyard.tune.pbt import check
+
+        check(space, args.trials, args.parallel)
 
 
 def _train_options(argv: list[str]):

@@ -20,16 +20,17 @@ from tfyard.predict.rows import COLUMNS
 from tfyard.predict.writers import format_of, table
 from tfyard.replace import check_writable
 from tfyard.runfiles.layout import SAVED_MODEL, RunDirectory
+from tfyard.runfiles.study import run_named
 from tfyard.storage import readable_dir
 
-TARGET = "--output_dir RUN (a run directory, its export/ or a SavedModel)"
+TARGET = "--output_dir RUN (a run directory, its export/, a SavedModel or a tune study)"
 
 
 def locate(run: str) -> str:
-    """The SavedModel of `run`: a run directory, its export/, or a SavedModel itself;
-    checked before TensorFlow loads, so a wrong path answers at once. A run in a bucket
-    is read from its local copy (`storage.readable_dir`)."""
-    root = readable_dir(run, None, "--output_dir")
+    """The SavedModel of `run`: a run directory, its export/, a SavedModel itself, or a
+    study (its best trial's run); checked before TensorFlow loads, so a wrong path answers at
+    once. A run in a bucket is read from its local copy (`storage.readable_dir`)."""
+    root = readable_dir(run_named(run), None, "--output_dir")
     run = RunDirectory(root)
     exists = run.files.has
     for candidate in (root, run.path(SAVED_MODEL), run.saved_model):

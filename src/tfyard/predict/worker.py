@@ -24,6 +24,7 @@ from tfyard.predict.inputs import content
 from tfyard.predict.local import locate, stopped
 from tfyard.predict.options import PredictOptions
 from tfyard.predict.rows import arrow_schema
+from tfyard.runfiles.study import run_named
 from tfyard.storage import readable_dir, stores
 
 MARK = "tfyard-predict-failed: "
@@ -49,7 +50,7 @@ class Job:
 def job(run, options: PredictOptions, cli: bool = False) -> Job:
     """The Job for `run`'s model and checked `options`, made on the driver before the engine
     starts work. A model in a bucket travels by its URL: each worker copies it itself."""
-    run = os.fspath(run)
+    run = run_named(os.fspath(run))   # a study's best run: copy that run alone
     copy = readable_dir(run, None, "--output_dir")   # a bucket's run: copied once, here
     saved_model = locate(copy)
     if copy != run:

@@ -25,12 +25,17 @@ KERAS_MODEL, H5_MODEL = "model.keras", "model.h5"
 CLASS_NAMES = "class_names.txt"      # beside model.keras: one class name a line, by class id
 EXPORTED_MODEL = os.path.join(EXPORT, KERAS_MODEL)
 CURVES = "curves.png"
+SCHEDULE = "pbt.json"                # a tune PBT trial's values and donors, interval by interval
 LEASE = ".tfyard-lease"
 LOGS, WORK = "logs", "work"          # the default log_dir and work_dir, inside output_dir
 EVENTS = "events.out.tfevents."      # TensorBoard's: one file per writer, under logs/
 PUBLISHING = ".tfyard-publishing"    # a bucket run's copy: saves waiting for upload
 SET_ASIDE = ".set-aside-"            # COPY.set-aside-STAMP: a copy of another lineage, kept
 MEMBERS, EXAMPLE_IDS = "members", "example_ids"   # in work_dir, one file a member
+# A `tfyard tune` study's directory: its runs in trials/NNNN, and beside them
+TRIALS = "trials"
+STUDY_SUMMARY, TRIALS_TABLE, STUDY_PLOT = "tune.json", "trials.csv", "tune.png"
+STUDY_DATABASE = "study.db"          # the default storage: Optuna's SQLite
 
 # What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
 # right): a checkpoint save's directory.
@@ -71,6 +76,26 @@ class RunDirectory:
     export, exported_model = _file(EXPORT), _file(EXPORTED_MODEL)
     saved_model = _file(EXPORT, SAVED_MODEL)
     curves, lease, publishing, logs = _file(CURVES), _file(LEASE), _file(PUBLISHING), _file(LOGS)
+    schedule = _file(SCHEDULE)
+
+
+class StudyDirectory:
+    """A study's `output_dir`: its summary, table, plot and database beside its trials' run
+    directories. Only names: a study copied into a bucket is read by URL (`runfiles.study`)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def path(self, *names: str) -> str:
+        return os.path.join(self.root, *names)
+
+    def trial(self, number: int) -> str:
+        """Trial `number`'s run directory, `trials/NNNN`."""
+        return self.path(TRIALS, f"{number:04d}")
+
+    summary, table, plot = _file(STUDY_SUMMARY), _file(TRIALS_TABLE), _file(STUDY_PLOT)
+    database, trials, logs = _file(STUDY_DATABASE), _file(TRIALS), _file(LOGS)
+    work = _file(WORK)
 
 
 def checkpoint_settings(checkpoint_path: str) -> str:

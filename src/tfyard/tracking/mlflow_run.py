@@ -89,9 +89,9 @@ class Tracker:
         mlflow = client(settings)
         environ = environ_set({key: os.environ.get(key, value) for key, value in DEFAULTS.items()})
         try:
-            run = _continued(mlflow, run_id, reopen) or _created(mlflow, settings, name, tags)
+            run = _continued(mlflow, run_id, reopen) or created(mlflow, settings, name, tags)
             known = run.data.params
-            _log_params(mlflow, run.info.run_id,
+            log_params(mlflow, run.info.run_id,
                         {k: v for k, v in params.items() if k not in known})
             where = _where(mlflow, settings, run, continued=run.info.run_id == run_id)
         except Exception as exc:  # noqa: BLE001 - MLflow and its HTTP client raise many kinds
@@ -234,7 +234,7 @@ def _where(mlflow, settings: Settings, run, continued: bool) -> str:
     return f"{said_run} at {settings.shown}"
 
 
-def _created(mlflow, settings: Settings, name: str, tags: dict):
+def created(mlflow, settings: Settings, name: str, tags: dict):
     experiment = settings.experiment
     found = mlflow.get_experiment_by_name(experiment) if experiment else None
     experiment_id = (found.experiment_id if found else
@@ -242,7 +242,7 @@ def _created(mlflow, settings: Settings, name: str, tags: dict):
     return mlflow.create_run(experiment_id, run_name=settings.run_name or name, tags=tags)
 
 
-def _log_params(mlflow, run_id: str, params: dict) -> None:
+def log_params(mlflow, run_id: str, params: dict) -> None:
     from mlflow.entities import Param
 
     entries = [Param(key, str(value)[:PARAM_MAX]) for key, value in sorted(params.items())]

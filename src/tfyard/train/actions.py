@@ -203,27 +203,33 @@ class DivergenceGuard(Action):
 
 
 class PreemptionAction(Action):
-    """Stops the run after the chunk in which any member got SIGTERM, and saves there.
+    """Stops the run after the chunk in which any member got SIGTERM, and saves there; and
+    likewise at `pause_at` (--pause_at_step), a chunk's end, as a scheduler asked.
 
     `checkpoints` is the run's `Checkpoints`; `synchronize()` averages replica-local state
     (batch-norm statistics) as the Controller does before its boundary saves.
     """
 
     def __init__(self, strategy, checkpoints, synchronize: Callable[[], None],
-                 flag: Callable[[], bool] = preemption.requested):
+                 flag: Callable[[], bool] = preemption.requested, pause_at: int | None = None):
         self.checkpoints = checkpoints
         self.synchronize = synchronize
         self.flag = flag
         self.agree = preemption.agreement(strategy)
+        self.pause_at = pause_at
+        self.chunk_ends = (pause_at,) if pause_at else ()
 
     def on_start(self, state: RunState) -> None:
         preemption.running.set()
+        if state.step == self.pause_at:   # resumed where it was to stop: stop there again
+            state.request_stop(PREEMPTED)
 
     def close(self) -> None:
         preemption.running.clear()
 
     def on_chunk_end(self, state: RunState) -> None:
-        if not state.finished and self.agree(self.flag()):
+        asked = self.agree(self.flag())   # a collective: every member, every chunk
+        if not state.finished and (asked or state.step == self.pause_at):
             state.request_stop(PREEMPTED)
 
     def on_end(self, state: RunState) -> None:

@@ -178,7 +178,8 @@ def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
     todo = [actions.OnFirstChunk(watchdog.stop),
             actions.DivergenceGuard(checkpoints, options.dtype, options.skip_nonfinite_steps),
             actions.CheckpointAction(checkpoints, options.checkpoint_every_steps),
-            actions.PreemptionAction(prepared.strategy, checkpoints, trainer.synchronize)]
+            actions.PreemptionAction(prepared.strategy, checkpoints, trainer.synchronize,
+                                     pause_at=options.pause_at_step)]
     if options.record_example_ids:
         todo.append(_example_id_log(plat, cluster, trainer))
     if prepared.evaluate and (writes or plan.strategy == "multi_worker_mirrored"):

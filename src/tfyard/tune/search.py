@@ -6,16 +6,22 @@ the dead holder's lease), and --trials counts finished and pruned ones."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 
-from tfyard.errors import UserError
+from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
+from tfyard.runfiles.files import LocalFiles
+from tfyard.runfiles.layout import StudyDirectory
+from tfyard.tracking import Settings
+from tfyard.tune import pbt
 from tfyard.tune import study as studies
 from tfyard.tune.space import Param, option_argv
+from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
 
 POLL_S = 0.5
@@ -41,10 +47,12 @@ class Search:
     seed: int | None = None
     timeout: float | None = None
     max_failures: int = 2
+    tracking: Settings | None = None  # MLflow: the study's parent run, a child a trial
     command: tuple[str, ...] = TRAIN  # what a trial runs (tests give a stand-in)
     fixed_argv: list[str] = field(default_factory=list)   # the space's plain values
     evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_epochs)
     epochs: float | None = None     # a trial's length unless the space searches it
+    pbt_interval: int | None = None  # --scheduler pbt: steps between exploit/explore rounds
 
     def grid(self) -> dict | None:
         return {p.name: list(p.values) for p in self.space if p.kind} \
@@ -59,24 +67,35 @@ def run(search: Search) -> dict:
         storage=studies.open_storage(search.storage), study_name=search.study_name,
         direction=search.direction, load_if_exists=True, pruner=studies.pruner(search.scheduler),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
-    for name in ("trials", "logs"):
-        os.makedirs(os.path.join(search.output_dir, name), exist_ok=True)
+    directory = StudyDirectory(os.path.abspath(search.output_dir))
+    runs = StudyRuns.start(search.tracking, study, directory.root, _described(search))
+    for place in (directory.trials, directory.logs):
+        LocalFiles().make_directory(place)
     wanted = search.trials
     if search.sampler == "grid":
         wanted = min(wanted, math.prod(len(values) for values in search.grid().values()))
     left = [t for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))
             if _ours(search, t.user_attrs.get("run_dir"))]
     running: dict[int, RunningTrial] = {}
+    population = pbt.Population(search.space, search.pbt_interval, search.direction ==
+                                "maximize", search.seed) if search.scheduler == "pbt" else None
+    paused: dict[int, float | None] = {}   # PBT: trials stopped at the interval, their values
     failures, deadline = 0, time.monotonic() + (search.timeout or math.inf)
     previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
     try:
         while True:
             done = len(study.get_trials(deepcopy=False, states=(states.COMPLETE,
                                                                  states.PRUNED)))
+            if paused and not running:   # the population at its interval: PBT's round
+                for line in population.next_round(study, paused, search.metric.name):
+                    print(line, flush=True)
+                left = [t for t in study.get_trials(deepcopy=False) if t.number in paused]
+                paused = {}
             while len(running) < search.parallel and (left or (
-                    done + len(running) < wanted and failures <= search.max_failures
-                    and time.monotonic() < deadline)):
-                trial = _start(search, study, optuna, left.pop(0) if left else None)
+                    done + len(running) + len(paused) < wanted
+                    and failures <= search.max_failures and time.monotonic() < deadline)):
+                trial = _start(search, study, optuna, left.pop(0) if left else None, runs,
+                               population)
                 running[trial.number] = trial
             if not running:
                 break
@@ -84,7 +103,13 @@ def run(search: Search) -> dict:
             for number, trial in list(running.items()):
                 if trial.poll():
                     del running[number]
+                    if population and trial.proc.returncode == PREEMPTED_EXIT_CODE \
+                            and not trial.pruned:   # stopped at its --pause_at_step
+                        paused[number] = trial.value
+                        continue
                     failures += not _tell(search, study, states, trial)
+                    if runs:
+                        runs.ended(study, number, search.metric.name)
                     studies.write_summary(study, search.output_dir, search.storage,
                                           search.metric.name)
     except Stopped as stop:
@@ -93,6 +118,8 @@ def run(search: Search) -> dict:
         for trial in running.values():
             trial.wait()
         studies.write_summary(study, search.output_dir, search.storage, search.metric.name)
+        if runs:
+            runs.close(directory.root, "KILLED")   # a rerun continues it
         print(f"tune: stopped; {len(running)} running trial(s) saved a checkpoint and "
               "continue when the same command runs again", file=sys.stderr)
         raise SystemExit(128 + stop.signum) from None
@@ -100,9 +127,11 @@ def run(search: Search) -> dict:
         restore_handlers(previous)
     summary = studies.write_summary(study, search.output_dir, search.storage,
                                     search.metric.name)
+    if runs:
+        runs.close(directory.root, "FAILED" if failures > search.max_failures else "FINISHED")
     if failures > search.max_failures:
         raise UserError(f"{failures} trials failed, more than --max_failures "
-                        f"{search.max_failures}; see {os.path.join(search.output_dir, 'logs')}, "
+                        f"{search.max_failures}; see {directory.logs}, "
                         "fix the cause and rerun the same command to go on")
     return summary
 
@@ -110,26 +139,39 @@ def run(search: Search) -> dict:
 def _ours(search: Search, run_dir: str | None) -> bool:
     """A trial left running in this study's own directory (a shared storage's other
     machines resume theirs)."""
-    trials = os.path.join(os.path.abspath(search.output_dir), "trials") + os.sep
+    trials = StudyDirectory(os.path.abspath(search.output_dir)).trials + os.sep
     return bool(run_dir) and os.path.abspath(run_dir).startswith(trials)
 
 
-def _start(search: Search, study, optuna, left) -> RunningTrial:
-    """A new trial asked of the sampler, or `left` (a trial a killed tune left running) with
-    its own params, started as a process. Optuna has no public door back into a running
-    trial, so `left` is reopened by its id."""
+def _described(search: Search) -> dict:
+    """The study's settings, as its MLflow parent run's parameters (each trial's child
+    has the trial's own, train's options included)."""
+    space = {p.name: {p.kind: list(p.values)} if p.kind else p.values[0] for p in search.space}
+    return {"metric": search.metric.name, "direction": search.direction,
+            "sampler": search.sampler, "scheduler": search.scheduler, "seed": search.seed,
+            "space": json.dumps(space, sort_keys=True)}
+
+
+def _start(search: Search, study, optuna, left, runs: StudyRuns | None,
+           population: pbt.Population | None) -> RunningTrial:
+    """A new trial asked of the sampler, or `left` (a trial a killed tune left running, or a
+    PBT trial going on after its interval) with its own params, started as a process. Optuna
+    has no public door back into a running trial, so `left` is reopened by its id."""
+    study_dir = StudyDirectory(os.path.abspath(search.output_dir))
     if left is None:
         trial = study.ask()
         params = {p.name: p.suggest(trial) for p in search.space if p.kind}
-        run_dir = os.path.join(os.path.abspath(search.output_dir), "trials",
-                               f"{trial.number:04d}")
+        run_dir = study_dir.trial(trial.number)
         trial.set_user_attr("run_dir", run_dir)
         reported, verb = (), "started"
     else:
         trial = optuna.trial.Trial(study, left._trial_id)
-        params, run_dir = left.params, left.user_attrs["run_dir"]
+        params = pbt.values_now(left) if population else left.params
+        run_dir = left.user_attrs["run_dir"]
         reported, verb = left.intermediate_values, "resumed"
-    work_dir = os.path.join(os.path.abspath(search.output_dir), "work", f"{trial.number:04d}")
+    if runs:
+        runs.child(trial, run_dir, params)
+    work_dir = os.path.join(study_dir.work, f"{trial.number:04d}")
     command = [*search.command, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
     if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
@@ -137,10 +179,12 @@ def _start(search: Search, study, optuna, left) -> RunningTrial:
         command += ["--eval_every_epochs", f"{epochs / search.evaluations:.6g}"]
     if search.seed is not None and "seed" not in params:
         command += ["--seed", str(search.seed)]
+    if population:
+        command += ["--pause_at_step", str(population.pause(study))]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if search.threads:
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
-    log_path = os.path.join(search.output_dir, "logs", f"{trial.number:04d}.log")
+    log_path = os.path.join(study_dir.logs, f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
     return RunningTrial(trial, run_dir, command, env, log_path, search.metric, reported)
 

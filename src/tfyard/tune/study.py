@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 from tfyard.errors import UserError
 from tfyard.replace import replacing_file
+from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import redacted, scrubbed
 
 SAMPLERS = ("tpe", "random", "grid")
-SCHEDULERS = ("none", "median", "asha")
+SCHEDULERS = ("none", "median", "asha", "pbt")
 # The figures a run reports (metrics.jsonl): a metric is KIND/NAME, KIND a report's source.
 METRICS = {"validation": ("eval", ("loss", "top1", "top5")),
            "train": ("train", ("loss", "top1", "top5"))}
-SUMMARY, TABLE, DATABASE = "tune.json", "trials.csv", "study.db"
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def shown(url: str) -> str:
 
 
 def default_storage(output_dir: str) -> str:
-    return f"sqlite:///{os.path.abspath(os.path.join(output_dir, DATABASE))}"
+    return f"sqlite:///{os.path.abspath(StudyDirectory(output_dir).database)}"
 
 
 def open_storage(url: str):
@@ -98,14 +98,18 @@ def sampler(name: str, seed: int | None, grid: dict | None):
 
 def pruner(name: str):
     """`median`: below the median of earlier trials at the same step; `asha`: successive
-    halving (asynchronous); `none`: every trial runs to its end."""
+    halving (asynchronous); `none` and `pbt` (which replaces the worst trials' weights
+    instead, `tune.pbt`): every trial runs to its end."""
     pruners = import_optuna().pruners
     return {"none": pruners.NopPruner, "median": pruners.MedianPruner,
-            "asha": pruners.SuccessiveHalvingPruner}[name]()
+            "asha": pruners.SuccessiveHalvingPruner, "pbt": pruners.NopPruner}[name]()
 
 
 def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dict:
-    """tune.json and trials.csv as the study stands now; returns tune.json's content."""
+    """tune.json, trials.csv and tune.png as the study stands now; returns tune.json's
+    content."""
+    from tfyard.tune.plot import plot_study
+
     states = import_optuna().trial.TrialState
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == states.COMPLETE]
@@ -120,11 +124,12 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
         "trials": {state.name.lower(): sum(t.state == state for t in trials)
                    for state in states},
     }
-    with replacing_file(os.path.join(output_dir, SUMMARY)) as stream:
+    directory = StudyDirectory(output_dir)
+    with replacing_file(directory.summary) as stream:
         json.dump(summary, stream, indent=2)
         stream.write("\n")
     names = sorted({name for t in trials for name in t.params})
-    with replacing_file(os.path.join(output_dir, TABLE)) as stream:
+    with replacing_file(directory.table) as stream:
         table = csv.writer(stream)
         table.writerow(["number", "state", "value", *names, "run_dir", "started", "ended"])
         for t in trials:
@@ -133,6 +138,7 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
                             *(t.params.get(name, "") for name in names),
                             t.user_attrs.get("run_dir", ""), _time(t.datetime_start),
                             _time(t.datetime_complete)])
+    plot_study(trials, directory.plot, metric_name, study.direction.name == "MAXIMIZE")
     return summary
 
 

@@ -46,7 +46,10 @@ class RunningTrial:
         return self.trial.number
 
     def poll(self) -> bool:
-        """Read the run's new reports, prune it if Optuna says so; True once it has ended."""
+        """Read the run's new reports, prune it if Optuna says so; True once it has ended.
+        Whether it ended is asked first, so a run's last reports are read before it counts as
+        ended (its value is its last figure, even when it wrote it just before exiting)."""
+        ended = self.proc.poll() is not None
         for record in self._new_records():
             value = self.metric.value(record)
             if value is None:
@@ -56,15 +59,14 @@ class RunningTrial:
             if step not in self.reported and math.isfinite(value) and not self.pruned:
                 self.reported.add(step)
                 self.trial.report(value, step)
-                if self.trial.should_prune():
+                if not ended and self.trial.should_prune():
                     self.pruned = True
                     self.stop()
         if self._term_at is not None and time.monotonic() - self._term_at > GRACE_S:
             signal_group(self.proc, signal.SIGKILL)
-        if self.proc.poll() is None:
+        if not ended:
             return False
         self._end()
-        self._new_records()  # nothing more comes; the last lines were read above
         return True
 
     def stop(self) -> None:

@@ -17,7 +17,7 @@ from tfyard.train.outside import preemption
 from tfyard.train.rundir.checkpoint import Checkpoints
 
 
-def controller(directory, signal_at=None, every=10):
+def controller(directory, signal_at=None, every=10, pause_at=None):
     trainer = toy_trainer(steps_per_loop=2)
     checkpoints = Checkpoints(str(directory), True, 5, model=trainer.model,
                               optimizer=trainer.optimizer, step=trainer.step)
@@ -29,7 +29,8 @@ def controller(directory, signal_at=None, every=10):
 
     actions = [Callback(on_chunk_end=chunk_end), CheckpointAction(checkpoints, every),
                PreemptionAction(tf.distribute.get_strategy(), checkpoints,
-                                trainer.synchronize, flag=lambda: flag["set"])]
+                                trainer.synchronize, flag=lambda: flag["set"],
+                                pause_at=pause_at)]
     return Controller(trainer, 20, 100, actions), restored
 
 
@@ -48,6 +49,16 @@ def test_preempted_at_a_boundary_saves_once(tmp_path):
     state = controller(tmp_path, signal_at=10)[0].run()
     assert (state.step, state.stop_reason) == (10, PREEMPTED)
     assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-10.index"]
+
+
+def test_a_pause_stops_at_its_step_mid_chunk_and_at_once_on_a_rerun_there(tmp_path):
+    """--pause_at_step (tune's PBT): a stop as a preemption's, at the step asked."""
+    for pause_at, start in ((7, 0), (7, 7), (13, 7)):   # chunks of 2 steps: 7 cuts one
+        run, _ = controller(tmp_path, pause_at=pause_at)
+        state = run.run()
+        assert (run.state.start_step, state.step, state.stop_reason) == (start, pause_at,
+                                                                          PREEMPTED)
+        assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{pause_at}")
 
 
 def test_a_signal_at_the_last_chunk_is_a_finished_run(tmp_path):

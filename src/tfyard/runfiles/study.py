@@ -1,0 +1,43 @@
+"""A study where a run is expected: `tfyard predict` and `tfyard evaluate` given a `tfyard
+tune` directory use its best trial's run, which tune.json names.
+
+The run is looked up inside the study as given (`trials/NNNN`), so a study copied elsewhere
+or into a bucket still finds its best run; the directory tune.json recorded is the fallback
+(a study whose storage several machines share: the best trial may have run on another).
+"""
+
+from __future__ import annotations
+
+import json
+
+from tfyard.errors import UserError
+from tfyard.runfiles.files import files_for
+from tfyard.runfiles.layout import StudyDirectory
+from tfyard.storage import in_bucket, read_object
+
+
+def run_named(path: str, flag: str = "--output_dir") -> str:
+    """The run `path` names: `path` itself, or for a study its best trial's run directory;
+    a study with no finished trial is a UserError."""
+    study = StudyDirectory(path.rstrip("/"))
+    bucket = in_bucket(path, flag)
+    if bucket:
+        data = read_object(study.summary, flag)
+        text = None if data is None else data.decode("utf-8", errors="replace")
+    else:
+        files = files_for(path)
+        text = files.read_whole(study.summary) if files.has(study.summary) else None
+    if text is None:
+        return path
+    try:
+        best = json.loads(text)["best_trial"]
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{study.summary} is not a study summary; point {flag} at a run "
+                        "directory or a study `tfyard tune` wrote") from None
+    if not best:
+        raise UserError(f"{path} is a study with no finished trial yet; wait for one, or give "
+                        f"{flag} one of its trials' runs ({study.trials}/NNNN)")
+    inside = study.trial(best["number"])
+    if bucket or files.has(inside) or not best.get("run_dir"):
+        return inside
+    return best["run_dir"]

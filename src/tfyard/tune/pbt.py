@@ -1,0 +1,124 @@
+"""Population-based training (`--scheduler pbt`), tfyard's own exploit and explore on the exact
+checkpoints: neither Optuna nor Keras has PBT.
+
+The population is --parallel trials, each an ordinary run that stops at every --pbt_interval
+steps (train's --pause_at_step: a checkpoint there, exit 143). When all have stopped, each
+trial of the bottom quarter (at least one) takes a top-quarter trial's checkpoint (weights,
+optimizer state, step, random states: its checkpoints/ copied whole) and that trial's values,
+each perturbed by x0.8 or x1.2 within the space's range; then all go on to the next
+interval. A recipient keeps its own run directory, run.json, lease and MLflow run. Optuna's
+parameters cannot change, so a trial's values and donors, interval by interval, are its user
+attribute `pbt_schedule` and its run's pbt.json; its values now are the schedule's last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+from tfyard.errors import UserError
+from tfyard.runfiles.layout import RunDirectory
+from tfyard.tune.study import import_optuna
+
+PERTURBED = ("learning_rate", "weight_decay", "momentum", "label_smoothing")
+FACTORS = (0.8, 1.2)
+SCHEDULE = "pbt_schedule"   # a trial's user attribute: [{"step", "donor", "params"}]
+PAUSE = "pbt_pause"         # the study's user attribute: the step the population stops at
+
+
+def check(space, trials: int, parallel: int) -> None:
+    """Refuse, in one line, what PBT cannot do: a searched option it cannot change mid-run,
+    a choice (no neighbour to move to), or a population other than --trials = --parallel."""
+    for param in space:
+        if param.kind and (param.name not in PERTURBED or param.kind == "choice"):
+            why = "give it as a range" if param.name in PERTURBED else "fix it"
+            raise UserError(f"--scheduler pbt perturbs only {', '.join(PERTURBED)} (ranges); "
+                            f"{param.name} is searched as {param.kind}: {why} in --space or "
+                            "pick another --scheduler")
+    if parallel < 2 or trials != parallel:
+        raise UserError(f"--scheduler pbt trains one population of --parallel trials at once: "
+                        f"give --trials and --parallel the same number, 2 or more (got "
+                        f"--trials {trials}, --parallel {parallel})")
+
+
+def exploit(values: dict[int, float], maximize: bool, rng: random.Random) -> dict[int, int]:
+    """Recipient -> donor: each trial of the bottom quarter (at least one) takes a trial of
+    the top quarter (at least one), drawn by `rng`."""
+    ranked = sorted(values, key=values.__getitem__, reverse=maximize)   # best first
+    quarter = max(1, len(ranked) // 4)
+    top = ranked[:quarter]
+    return {recipient: rng.choice(top) for recipient in ranked[-quarter:]
+            if recipient not in top}
+
+
+def explore(params: dict, space, rng: random.Random) -> dict:
+    """`params` with each searched value times 0.8 or 1.2 (drawn by `rng`), kept in its range
+    (an int range rounds)."""
+    ranges = {p.name: p for p in space if p.kind}
+    moved = dict(params)
+    for name, param in ranges.items():
+        lo, hi = param.values
+        value = min(hi, max(lo, params[name] * rng.choice(FACTORS)))
+        moved[name] = round(value) if param.kind == "int" else value
+    return moved
+
+
+def values_now(trial) -> dict:
+    """A population trial's values now: its schedule's last, else the sampler's."""
+    schedule = trial.user_attrs.get(SCHEDULE) or []
+    return schedule[-1]["params"] if schedule else dict(trial.params)
+
+
+def hand_over(donor: str, recipient: str) -> None:
+    """The donor run's checkpoints/ copied whole in place of the recipient's (a kill leaves
+    one or the other: `replace.replacing_directory`)."""
+    source, target = RunDirectory(donor), RunDirectory(recipient)
+    with target.files.staged_directory(target.checkpoints) as staging:
+        target.files.make_directory(staging)
+        for path in source.files.matching(os.path.join(source.checkpoints, "*")):
+            if not source.files.is_directory(path):   # a save's leftover folder: not one
+                target.files.copy(path, os.path.join(staging, os.path.basename(path)))
+
+
+def record(trial, run_dir: str, entry: dict) -> None:
+    """Add `entry` to the trial's schedule: its user attribute and its run's pbt.json."""
+    schedule = [*(trial.user_attrs.get(SCHEDULE) or []), entry]
+    trial.set_user_attr(SCHEDULE, schedule)
+    run = RunDirectory(run_dir)
+    run.files.write_whole(run.schedule, json.dumps(schedule, indent=2) + "\n")
+
+
+class Population:
+    """The PBT rounds of one study: where the population stops next, and what each trial
+    does between two intervals."""
+
+    def __init__(self, space, interval: int, maximize: bool, seed: int | None):
+        self.space, self.interval, self.maximize = space, interval, maximize
+        self.rng = random.Random(seed)
+
+    def pause(self, study) -> int:
+        """The step the population stops at next (a rerun's too): one value for all, so
+        the trials stay in step, a trial started late included."""
+        return study.user_attrs.get(PAUSE, self.interval)
+
+    def next_round(self, study, stopped: dict[int, float | None], metric: str) -> list[str]:
+        """All of the population stopped at its interval, `stopped` (trial number -> its
+        latest value): exploit and explore, and move each one's stop an interval on. Returns
+        what happened, a line a recipient."""
+        optuna = import_optuna()
+        trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+        step = self.pause(study)
+        live = {number: value for number, value in stopped.items() if value is not None}
+        said = []
+        for recipient, donor in sorted(exploit(live, self.maximize, self.rng).items()):
+            to, source = trials[recipient], trials[donor]
+            hand_over(source.user_attrs["run_dir"], to.user_attrs["run_dir"])
+            params = explore(values_now(source), self.space, self.rng)
+            record(optuna.trial.Trial(study, to._trial_id), to.user_attrs["run_dir"],
+                   {"step": step, "donor": donor, "params": params})
+            said.append(f"tune: trial {recipient} ({metric} {live[recipient]:.4g}) takes trial "
+                        f"{donor}'s checkpoint at step {step} ({live[donor]:.4g}) and goes on "
+                        "with " + ", ".join(f"{k}={v:.4g}" for k, v in params.items()))
+        study.set_user_attr(PAUSE, step + self.interval)
+        return said
