@@ -1,4 +1,5 @@
-"""One small real study: `tfyard tune` running `tfyard train` trials on the digits."""
+"""One small real study: `tfyard tune` running `tfyard train` trials on the digits, with
+population-based training handing a real checkpoint over."""
 
 from __future__ import annotations
 
@@ -14,25 +15,10 @@ pytest.importorskip("optuna")
 
 
 @pytest.mark.slow
-def test_tune_trains_real_trials_and_names_the_best(tmp_path):
-    space = write_space(tmp_path, "learning_rate: {loguniform: [0.01, 0.2]}\n")
-    shared = [a for a in FAST if a not in ("--learning_rate", "0.05")]
-    result = run_tfyard("tune", "--space", space, "--metric", "validation/top1", "--mode",
-                        "max", "--trials", "2", "--output_dir", tmp_path / "study",
-                        "--epochs", "0.3", "--no_export", *shared)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((tmp_path / "study" / "tune.json").read_text())
-    assert summary["trials"]["complete"] == 2
-    run = summary["best_trial"]["run_dir"]
-    evals = [r for r in read_jsonl(f"{run}/metrics.jsonl") if r["kind"] == "eval"]
-    assert len(evals) >= 5 and evals[-1]["top1"] == summary["best_value"]
-    assert f"best trial {summary['best_trial']['number']}" in result.stdout
-
-
-@pytest.mark.slow
-def test_pbt_hands_a_real_checkpoint_over(tmp_path):
+def test_a_real_pbt_study_hands_a_checkpoint_over_and_names_the_best(tmp_path):
     """Two real trials stop at step 7; the worse goes on from the better's checkpoint (the
-    same bytes), in its own run, with the perturbed learning rate."""
+    same bytes), in its own run, with the perturbed learning rate; the study names the best
+    trial by its last evaluation. One study: the suite's one real-training tune test."""
     space = write_space(tmp_path, "learning_rate: {loguniform: [0.01, 0.2]}\n")
     shared = [a for a in FAST if a not in ("--learning_rate", "0.05")]
     result = run_tfyard("tune", "--space", space, "--metric", "validation/top1", "--mode",
@@ -53,3 +39,10 @@ def test_pbt_hands_a_real_checkpoint_over(tmp_path):
     assert record["output_dir"] == str(recipient)
     steps = [r["step"] for r in read_jsonl(recipient / "metrics.jsonl") if r["kind"] == "train"]
     assert steps[-1] == 14 and 7 in steps
+
+    summary = json.loads((tmp_path / "study" / "tune.json").read_text())
+    assert summary["trials"]["complete"] == 2
+    best = summary["best_trial"]["run_dir"]
+    evals = [r for r in read_jsonl(f"{best}/metrics.jsonl") if r["kind"] == "eval"]
+    assert len(evals) >= 2 and evals[-1]["top1"] == summary["best_value"]
+    assert f"best trial {summary['best_trial']['number']}" in result.stdout
