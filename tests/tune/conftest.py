@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 STAND_IN = (sys.executable, str(Path(__file__).with_name("stand_in.py")))
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,14 +25,21 @@ def write_space(directory: Path, space: dict | str) -> str:
 
 
 def tune(*argv) -> dict:
-    """Run `tfyard tune ARGV` here with stand-in trials; tune.json's content."""
+    """Run `tfyard tune ARGV` here with stand-in trials, as the CLI runs it; tune.json's
+    content."""
     from tfyard.cli import build_parser
-    from tfyard.cli.tune import search
-    from tfyard.tune.search import run
+    from tfyard.tune.checked import SETTINGS
 
     args, rest = build_parser().parse_known_args(["tune", *map(str, argv)])
-    args.train_argv = rest
-    return run(search(args, STAND_IN))
+    return stand_in_tune(**{name: getattr(args, name) for name in SETTINGS}, train_argv=rest)
+
+
+def stand_in_tune(*args, **kwargs) -> dict:
+    """`tfyard.tune(...)` with stand-in trials."""
+    import tfyard
+
+    with mock.patch("tfyard.tune.search.TRAIN", STAND_IN):
+        return tfyard.tune(*args, **kwargs)
 
 
 def eval_records(run_dir) -> list[dict]:

@@ -9,8 +9,7 @@ Importing it loads no TensorFlow.
 
 from __future__ import annotations
 
-import sys
-import types
+from tfyard import callable_package
 
 __all__ = ["predict"]
 
@@ -27,9 +26,4 @@ def predict(run, inputs, top_k: int = 5, **options) -> list[dict]:
     return predict_rows(run, inputs, top_k, **options)
 
 
-class _CallablePackage(types.ModuleType):
-    def __call__(self, *args, **kwargs):
-        return predict(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
+callable_package(__name__, predict)

@@ -25,7 +25,7 @@ from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
 
 POLL_S = 0.5
-TRAIN = (sys.executable, "-m", "tfyard", "train")
+TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs (tests: a stand-in)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,6 @@ class Search:
     timeout: float | None = None
     max_failures: int = 2
     tracking: Settings | None = None  # MLflow: the study's parent run, a child a trial
-    command: tuple[str, ...] = TRAIN  # what a trial runs (tests give a stand-in)
     fixed_argv: list[str] = field(default_factory=list)   # the space's plain values
     evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_epochs)
     epochs: float | None = None     # a trial's length unless the space searches it
@@ -172,7 +171,7 @@ def _start(search: Search, study, optuna, left, runs: StudyRuns | None,
     if runs:
         runs.child(trial, run_dir, params)
     work_dir = os.path.join(study_dir.work, f"{trial.number:04d}")
-    command = [*search.command, *search.train_argv, *search.fixed_argv, *option_argv(params),
+    command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
     if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
         epochs = params.get("epochs", search.epochs)

@@ -1,0 +1,180 @@
+"""A tune command checked whole before any trial: every refusal of `tfyard tune` and of
+`tfyard.tune(...)` is here, one line each, so both say the same and a typo costs no training.
+Both doors call `search` with the same settings; the CLI's argparse has checked its flags'
+types already, the Python door's values are checked here again."""
+
+from __future__ import annotations
+
+import os
+
+from tfyard.errors import UserError
+from tfyard.flags.declared import nonnegative_int, positive_float, positive_int
+from tfyard.train.options import add_train_arguments, options_from_args
+from tfyard.tune.space import RefusingParser
+from tfyard.tune.study import SAMPLERS, SCHEDULERS
+
+EVALUATIONS = 10   # a trial's evaluations, the pruner's rungs
+MODES = ("max", "min")
+# tune's own settings, by the names of its flags; everything else is a train option
+SETTINGS = ("space", "metric", "mode", "trials", "output_dir", "parallel", "sampler",
+            "scheduler", "pbt_interval", "storage", "study_name", "seed", "timeout",
+            "max_failures")
+
+
+def search(space, metric: str, mode: str, trials: int, output_dir: str, *, parallel: int = 1,
+           sampler: str = "tpe", scheduler: str = "none", pbt_interval: int | None = None,
+           storage: str | None = None, study_name: str | None = None, seed: int | None = None,
+           timeout: float | None = None, max_failures: int = 2, train_argv=()):
+    """The checked search: `space` a mapping or a YAML/JSON file, the rest as `tfyard tune`'s
+    flags of the same names, `train_argv` the `tfyard train` flags every trial shares."""
+    from tfyard import tracking
+    from tfyard.runfiles.files import LocalFiles
+    from tfyard.storage import in_bucket
+    from tfyard.tune import study as studies
+    from tfyard.tune.search import Search
+    from tfyard.tune.space import option_argv, read_space
+
+    _check_settings(mode=mode, trials=trials, parallel=parallel, sampler=sampler,
+                    scheduler=scheduler, pbt_interval=pbt_interval, seed=seed,
+                    timeout=timeout, max_failures=max_failures)
+    measured = studies.metric(metric)
+    if in_bucket(output_dir, "--output_dir"):
+        raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
+                        "can share; SQLite cannot live in a bucket)" if not storage else
+                        "--output_dir in a bucket: not supported by tune yet; give a local "
+                        "directory")
+    train_argv = [str(flag) for flag in train_argv]
+    shared, given = _train_options(train_argv)
+    params = read_space(space)
+    both = sorted(given & {p.name for p in params})
+    if both:
+        raise UserError(f"{', '.join(both)}: both in --space and on the command line; keep one")
+    searched = {p.name for p in params if p.kind}
+    if sampler == "grid" and any(p.kind not in (None, "choice") for p in params):
+        wrong = next(p for p in params if p.kind not in (None, "choice"))
+        raise UserError(f"--sampler grid takes choice entries only; {wrong.name} is "
+                        f"{wrong.kind}: give it as {{choice: [...]}} or pick tpe or random")
+    _check_pbt(scheduler, pbt_interval, params, trials, parallel)
+    fixed = {p.name: p.values[0] for p in params if not p.kind}
+    evaluations, epochs = _cadence(shared, fixed, searched, given)
+    storage = storage or studies.default_storage(output_dir)
+    studies.import_optuna()
+    LocalFiles().make_directory(output_dir)
+    studies.open_storage(storage)
+    threads = _split(parallel)
+    return Search(
+        space=params, metric=measured, direction="maximize" if mode == "max" else "minimize",
+        trials=trials, output_dir=output_dir, train_argv=train_argv, storage=storage,
+        study_name=study_name or os.path.basename(os.path.abspath(output_dir)),
+        parallel=parallel, threads=threads, sampler=sampler, scheduler=scheduler, seed=seed,
+        timeout=timeout, max_failures=max_failures,
+        tracking=tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
+                                   shared.mlflow_optional),
+        fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
+        pbt_interval=pbt_interval)
+
+
+def _check_settings(**settings) -> None:
+    """Each setting as its flag's type and choices check it (for the Python door: argparse
+    has done it on the command line)."""
+    for name, choices in (("mode", MODES), ("sampler", SAMPLERS), ("scheduler", SCHEDULERS)):
+        if settings[name] not in choices:
+            raise UserError(f"--{name} {settings[name]}: give one of {', '.join(choices)}")
+    rules = {"trials": (positive_int, "a positive integer"),
+             "parallel": (positive_int, "a positive integer"),
+             "max_failures": (nonnegative_int, "an integer >= 0"),
+             "pbt_interval": (positive_int, "a positive integer"),
+             "seed": (int, "an integer"), "timeout": (positive_float, "seconds > 0")}
+    for name, (check, rule) in rules.items():
+        value = settings[name]
+        if value is None and name in ("pbt_interval", "seed", "timeout"):
+            continue
+        try:
+            right = not isinstance(value, bool) and check(str(value)) == value
+        except ValueError:
+            right = False
+        if not right:
+            raise UserError(f"--{name} {value!r}: give {rule}")
+
+
+def _check_pbt(scheduler: str, interval: int | None, space, trials: int,
+               parallel: int) -> None:
+    """--pbt_interval with --scheduler pbt and only there; and what PBT can search."""
+    if (scheduler == "pbt") != (interval is not None):
+        raise UserError("--scheduler pbt needs --pbt_interval STEPS" if interval is None
+                        else "--pbt_interval is for --scheduler pbt; drop it")
+    if scheduler == "pbt":
+        from tfyard.tune.pbt import check
+
+        check(space, trials, parallel)
+
+
+def _train_options(argv: list[str]):
+    """The shared train options, parsed and checked as `tfyard train` does; and the names
+    they set."""
+    parsed = add_train_arguments(RefusingParser(prog="tfyard train")).parse_args(argv)
+    given = {name for name, value in vars(parsed).items() if value is not None}
+    mine = sorted(given & {"output_dir", "work_dir"})
+    if mine:
+        raise UserError(f"--{mine[0]}: tune gives each trial its own (DIR/trials/NNNN); "
+                        "leave it out")
+    return options_from_args(parsed), given
+
+
+def _cadence(shared, fixed: dict, searched: set, given: set) -> tuple[int, float | None]:
+    """How often trials evaluate: their own --eval_every_epochs, else EVALUATIONS times over
+    their --epochs (the pruner's rungs need figures along the way)."""
+    if "eval_every_epochs" in given | searched | set(fixed):
+        return 0, None
+    if "train_steps" in given | searched | set(fixed):
+        raise UserError("--max_number_of_steps: tune spaces a trial's evaluations by epochs; "
+                        "give --epochs instead, or --eval_every_epochs")
+    if "epochs" in searched:
+        return EVALUATIONS, None
+    epochs = fixed.get("epochs", shared.epochs)
+    if epochs is None:
+        raise UserError("give the trials' --epochs (on the command line or fixed in --space) "
+                        "so tune can make each evaluate about ten times, or --eval_every_epochs")
+    return EVALUATIONS, float(epochs)
+
+
+def _split(parallel: int) -> int | None:
+    """Each trial's CPU threads when several share the machine; refuses more trials than
+    cores. Prints how the machine was split, tune's first line."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count() or 1
+    if parallel > cores:
+        raise UserError(f"--parallel {parallel}: this machine has {cores} CPU core(s); run at "
+                        f"most {cores} trials at once")
+    if parallel == 1:
+        print(f"tune: one trial at a time on all {cores} CPU core(s)", flush=True)
+        return None
+    threads = cores // parallel
+    print(f"tune: {parallel} trials at a time, {threads} of {cores} CPU cores each "
+          f"(TF_NUM_INTRAOP_THREADS={threads})", flush=True)
+    return threads
+
+
+def trial_argv(model, data, options: dict) -> list[str]:
+    """The `tfyard train` flags of `tfyard.tune`'s model, data and train options: each
+    trial is a process of its own, so a function goes by the name that imports it again."""
+    from tfyard.train.task.usercode import reference_of
+    from tfyard.tune.space import OPTIONS, option_argv
+
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise UserError(f"tfyard.tune: unknown option(s) {', '.join(unknown)}; the options "
+                        "are those of `tfyard train --help` by their Python names, and "
+                        f"tune's own: {', '.join(SETTINGS)}")
+    for name, value in (("model", model), ("dataset", data)):
+        if callable(value):
+            value = reference_of(value)
+            if value is None:
+                raise UserError(f"tfyard.tune: {name}: a lambda or nested function cannot be "
+                                "imported by the trials' processes; give a module-level "
+                                "function or 'module:function'")
+        if value is not None and name in options:
+            raise UserError(f"tfyard.tune: {name} given twice; keep one")
+        if value is not None:
+            options = {**options, name: value}
+    return option_argv(options)
