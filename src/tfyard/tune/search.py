@@ -83,19 +83,22 @@ def run(search: Search) -> dict:
     previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
     try:
         while True:
-            done = len(study.get_trials(deepcopy=False, states=(states.COMPLETE,
-                                                                 states.PRUNED)))
+            done, busy = _counts(study, states)
             if paused and not running:   # the population at its interval: PBT's round
                 for line in population.next_round(study, paused, search.metric.name):
                     print(line, flush=True)
                 left = [t for t in study.get_trials(deepcopy=False) if t.number in paused]
                 paused = {}
             while len(running) < search.parallel and (left or (
-                    done + len(running) + len(paused) < wanted
+                    done + busy < wanted
                     and failures <= search.max_failures and time.monotonic() < deadline)):
-                trial = _start(search, study, optuna, left.pop(0) if left else None, runs,
-                               population)
+                resumed = left.pop(0) if left else None
+                asked = None if resumed else _ask(study, states, wanted)
+                if not (asked or resumed):
+                    break   # the study is full: another tune asked at the same moment
+                trial = _start(search, study, optuna, asked, resumed, runs, population)
                 running[trial.number] = trial
+                busy += resumed is None
             if not running:
                 break
             time.sleep(POLL_S)
@@ -151,14 +154,39 @@ def _described(search: Search) -> dict:
             "space": json.dumps(space, sort_keys=True)}
 
 
-def _start(search: Search, study, optuna, left, runs: StudyRuns | None,
+def _counts(study, states) -> tuple[int, int]:
+    """The study's finished and pruned trials, and those running or waiting: in a study
+    several tunes share (one --storage), the others' trials count too."""
+    trials = study.get_trials(deepcopy=False)
+    return (sum(t.state in (states.COMPLETE, states.PRUNED) for t in trials),
+            sum(t.state in (states.RUNNING, states.WAITING) for t in trials))
+
+
+def _ask(study, states, wanted: int):
+    """A new trial of the sampler's, or None when it is one too many. Two tunes sharing the
+    storage may both see room for one more trial and both ask; the storage numbers trials
+    in order, so the one numbered past `wanted` trials that count (all but the failed) is
+    told failed, marked surplus, and never run."""
+    trial = study.ask()
+    ahead = sum(t.number < trial.number and t.state != states.FAIL
+                for t in study.get_trials(deepcopy=False))
+    if ahead < wanted:
+        return trial
+    trial.set_user_attr(studies.SURPLUS, True)
+    study.tell(trial, state=states.FAIL)
+    print(f"tune: trial {trial.number} not run: the study has its {wanted} trials (another "
+          "tune on the same --storage asked at the same moment)", flush=True)
+    return None
+
+
+def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
            population: pbt.Population | None) -> RunningTrial:
-    """A new trial asked of the sampler, or `left` (a trial a killed tune left running, or a
-    PBT trial going on after its interval) with its own params, started as a process. Optuna
-    has no public door back into a running trial, so `left` is reopened by its id."""
+    """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
+    a PBT trial going on after its interval) with its own params, started as a process.
+    Optuna has no public door back into a running trial, so `left` is reopened by its id."""
     study_dir = StudyDirectory(os.path.abspath(search.output_dir))
     if left is None:
-        trial = study.ask()
+        trial = asked
         params = {p.name: p.suggest(trial) for p in search.space if p.kind}
         run_dir = study_dir.trial(trial.number)
         trial.set_user_attr("run_dir", run_dir)

@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import time
 from dataclasses import dataclass
 
 from tfyard.errors import UserError
@@ -18,6 +19,12 @@ from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import redacted, scrubbed
 
 SAMPLERS = ("tpe", "random", "grid")
+# Tunes started at once on a new database race to create Optuna's tables: the loser's
+# "table ... already exists" is retried, when the tables are there to open.
+CREATE_TRIES = 5
+# A trial's user attribute: asked by one of two tunes sharing the storage at the same moment,
+# one too many, told failed and never run (`search._ask`); counted as its own state here.
+SURPLUS = "tfyard.surplus"
 SCHEDULERS = ("none", "median", "asha", "pbt")
 # The figures a run reports (metrics.jsonl): a metric is KIND/NAME, KIND a report's source.
 METRICS = {"validation": ("eval", ("loss", "top1", "top5")),
@@ -69,14 +76,22 @@ def open_storage(url: str):
     """Optuna's storage at `url`, opened now: a wrong URL, driver or server is one line,
     its password shown as ***."""
     optuna = import_optuna()
-    try:
-        return optuna.storages.RDBStorage(url)
-    except Exception as exc:  # SQLAlchemy's and the drivers' errors have no common base
-        reason = scrubbed(str(exc).strip().splitlines()[0] if str(exc).strip() else
-                          type(exc).__name__, url)
-        raise UserError(f"--storage {shown(url)}: cannot open it ({reason}); give a "
-                        "database URL Optuna takes, e.g. sqlite:///study.db or "
-                        "postgresql://USER:PASSWORD@HOST/DB") from None
+    for attempt in range(CREATE_TRIES):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except Exception as exc:  # SQLAlchemy's and the drivers' errors have no common base
+            if "already exists" in str(exc) and attempt + 1 < CREATE_TRIES:
+                time.sleep(0.2)   # another tune created the tables meanwhile: open them
+                continue
+            _refuse(url, exc)
+
+
+def _refuse(url: str, exc: Exception):
+    reason = scrubbed(str(exc).strip().splitlines()[0] if str(exc).strip() else
+                      type(exc).__name__, url)
+    raise UserError(f"--storage {shown(url)}: cannot open it ({reason}); give a "
+                    "database URL Optuna takes, e.g. sqlite:///study.db or "
+                    "postgresql://USER:PASSWORD@HOST/DB") from None
 
 
 def sampler(name: str, seed: int | None, grid: dict | None):
@@ -121,8 +136,8 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
         if best else None,
         "best_params": best.params if best else None,
         "best_value": best.value if best else None,
-        "trials": {state.name.lower(): sum(t.state == state for t in trials)
-                   for state in states},
+        "trials": {state: sum(_state(t) == state for t in trials)
+                   for state in [s.name.lower() for s in states] + ["surplus"]},
     }
     directory = StudyDirectory(output_dir)
     with replacing_file(directory.summary) as stream:
@@ -134,12 +149,17 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
         table.writerow(["number", "state", "value", *names, "run_dir", "started", "ended"])
         for t in trials:
             value = "" if t.value is None or not math.isfinite(t.value) else t.value
-            table.writerow([t.number, t.state.name.lower(), value,
+            table.writerow([t.number, _state(t), value,
                             *(t.params.get(name, "") for name in names),
                             t.user_attrs.get("run_dir", ""), _time(t.datetime_start),
                             _time(t.datetime_complete)])
     plot_study(trials, directory.plot, metric_name, study.direction.name == "MAXIMIZE")
     return summary
+
+
+def _state(trial) -> str:
+    """Optuna's state of `trial`, in lower case; `surplus` for a trial never run."""
+    return "surplus" if trial.user_attrs.get(SURPLUS) else trial.state.name.lower()
 
 
 def _time(moment) -> str:
