@@ -22,7 +22,8 @@ def register(commands) -> None:
         "best trial, DIR/trials.csv lists them all, DIR/tune.png draws them; `tfyard "
         "predict` and `tfyard evaluate` given DIR use the best trial's run. With MLflow on "
         "(--mlflow_uri or MLFLOW_TRACKING_URI) the study is one parent run and each trial a "
-        "child run. The same command again continues the study. Any other option is a "
+        "child run. The same command again continues the study; `tfyard.tune(...)` is its "
+        "Python form. Any other option is a "
         "`tfyard train` option every trial shares.")
     tune.add_argument("--space", required=True, metavar="FILE",
                       help="YAML or JSON mapping train option names to {loguniform: [lo, hi]}, "
@@ -49,11 +50,13 @@ def register(commands) -> None:
     tune.add_argument("--pbt_interval", type=flag_type(positive_int), metavar="STEPS",
                       help="--scheduler pbt: training steps between two exploit/explore "
                       "rounds (each trial stops there: train's --pause_at_step)")
-    tune.add_argument("--storage", metavar="URL", help="Optuna storage URL, e.g. "
-                      "postgresql://USER:PASSWORD@HOST/DB for a study several machines share "
-                      "(default: sqlite:///DIR/study.db)")
+    tune.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: "
+                      "sqlite:///DIR/study.db). Tunes given one URL and one --study_name share "
+                      "one study, each with its own --output_dir, and run --trials between "
+                      "them: SQLite on one machine, e.g. postgresql://USER:PASSWORD@HOST/DB "
+                      "across machines")
     tune.add_argument("--study_name", help="the study's name in the storage (default: DIR's "
-                      "last component)")
+                      "last component); the same in every tune sharing --storage")
     add_option_arguments(tune, ["seed"], grouped=False, helps={
         "seed": "seeds the sampler and every trial (train's --seed)"})
     tune.add_argument("--timeout", type=flag_type(positive_float), metavar="S",
