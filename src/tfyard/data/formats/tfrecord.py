@@ -144,7 +144,7 @@ def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval
     image (`seed`: the example's stateless seed in a seeded run)."""
     import tensorflow as tf
 
-    from tfyard.data import fetched
+    from tfyard.data.fetched import reading
     from tfyard.data.order import shard_stream
     from tfyard.data.pipeline import addressed, assemble
 
@@ -159,7 +159,7 @@ def read(files: list[str], num_classes: int, offset: int, spec, train_view, eval
         # a truncated tail would end a seeded window early; counts stop before it too
         return records.ignore_errors() if spec.skip_corrupt else records
 
-    open_file, announce = fetched.reading(files, open_file)
+    open_file, announce = reading(files, open_file)
     if spec.deterministic:
         counts = record_counts(files, cache_dir, strict=not spec.skip_corrupt)
         return addressed(shard_stream(files, counts, spec, open_file, announce=announce),
