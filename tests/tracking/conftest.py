@@ -32,6 +32,10 @@ def mlflow_server(root, port: int | None = None, stop: int = signal.SIGTERM):
     # MLflow 3's job runner (eight more processes, ~15 s of CPU to start) serves features
     # tfyard never asks for
     with serving(command, port, {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stop) as url:
+        # its port opens before its worker has imported MLflow's app (seconds, tens of
+        # seconds on a loaded machine): a request before then waits past a client's timeout
+        wait_for(lambda: _answers(f"{url}/api/2.0/mlflow/experiments/get-by-name"
+                                  "?experiment_name=Default"), timeout=180)
         yield url
 
 
