@@ -29,7 +29,8 @@ INSTALL := UV_COMPILE_BYTECODE=1 $(PIP) install --quiet --python $(BIN)/python
 # outputs, exports and plots), predict's csv, jsonl and parquet, a bucket's copy and a run's
 # lease in a bucket (boto3 against moto's S3 server: copies, conditional writes; and
 # google-cloud-storage against gcp-storage-emulator), and a tracked run's MLflow client
-# against a real `mlflow server`.
+# against a real `mlflow server`, and a tune study of stand-in trials (Optuna's storage read
+# back).
 QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_optional.py \
     tests/launch/test_spark_plan.py \
     tests/train/test_single_process.py::test_every_output_exists_and_parses \
@@ -39,7 +40,8 @@ QUICK ?= tests/test_compat.py tests/train/test_fused.py tests/launch/test_ray_op
     tests/storage/test_s3_data.py::test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket \
     tests/storage/test_s3_runs.py::test_the_bucket_lease_is_one_writer_through_conditional_writes \
     tests/storage/test_gcs.py::test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard \
-    tests/tracking/test_tracker.py::test_a_restart_continues_its_run_and_sends_each_step_once
+    tests/tracking/test_tracker.py::test_a_restart_continues_its_run_and_sends_each_step_once \
+    tests/tune/test_search.py::test_a_study_is_optunas_and_names_its_best_run
 
 .PHONY: demo test quick gpu docs matrix lint bench clean
 
