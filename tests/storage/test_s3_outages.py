@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -17,9 +18,13 @@ import pytest
 
 from tests.storage.proxy import StoreProxy
 from tests.storage.test_s3_runs import bucket, bucket_step, objects
+from tfyard.distribute.cluster import parse_tf_config
 from tfyard.errors import UserError
+from tfyard.platform import Platform
 from tfyard.storage import location
-from tfyard.train.rundir.bucket import Publisher, put_back
+from tfyard.train.rundir import lease
+from tfyard.train.rundir.bucket import Publisher, published, put_back
+from tfyard.train.rundir.directory import checkpoint_paths
 from tfyard.train.rundir.reconcile import reconciled
 
 EVENTS = "logs/train/events.out.tfevents.1.host.1.v2"
@@ -177,3 +182,64 @@ def test_run_json_goes_back_under_the_runs_lease(s3, tmp_path):
     s3.delete_object(Bucket=name, Key="x/.tfyard-lease")   # the run ended
     put_back(str(copy), "s3://puts/x", "run.json", leased=True)
     assert objects(s3, name, "x") == {"run.json": run_file("a").encode()}   # lease released
+
+
+def member(role: str, tmp_path: Path, url: str):
+    """The platform and cluster of one member of a two-member job writing to `url`."""
+    cluster = parse_tf_config({"cluster": {"chief": ["localhost:1"], "worker": ["localhost:2"]},
+                               "task": {"type": role, "index": 0}})
+    where = tmp_path / role
+    return Platform(None, str(where / "copy"), str(where / "work"), str(where / "logs"), 0,
+                    output_url=url), cluster
+
+
+def restored(copy: str) -> tuple[str, bytes]:
+    """The checkpoint a member restores from its copy: its name and its data."""
+    latest = checkpoint_paths(os.path.join(copy, "checkpoints"))[0]
+    return os.path.basename(latest), Path(latest + ".data-00000-of-00001").read_bytes()
+
+
+def test_a_member_restores_the_checkpoint_the_chief_reconciled(s3, tmp_path, monkeypatch):
+    """A worker that starts while the chief's copy (step 600, left by an outage) has not yet
+    won over the bucket (step 50) waits for the chief's live lease to say so; a killed
+    previous start's lease saying `reconciled` is no answer, so it never restores step 50."""
+    name, url = bucket(s3, "members"), "s3://members/x"
+    monkeypatch.setenv("TFYARD_JOB_ID", "job")   # a launcher's restart takes the lease over
+    put(s3, name, "x", {**stopped_at(50, "a"), ".tfyard-lease": json.dumps(
+        {"host": "gone", "pid": 1, "job": "job", "token": "killed", "reconciled": True}).encode()})
+    chief_plat, chief = member("chief", tmp_path, url)
+    lay(Path(chief_plat.output_dir), stopped_at(600, "a"))
+    worker_plat, worker = member("worker", tmp_path, url)
+    looked, got = threading.Event(), {}
+    read = lease.InBucket.read
+
+    def watched(place):   # the chief starts once the worker has looked at the bucket
+        looked.set()
+        return read(place)
+
+    def start_worker() -> None:
+        try:
+            with published(worker_plat, worker, 300) as (plat, _):
+                got["worker"] = restored(plat.output_dir)
+        finally:
+            looked.set()
+
+    monkeypatch.setattr(lease.InBucket, "read", watched)
+    thread = threading.Thread(target=start_worker)
+    thread.start()
+    assert looked.wait(300)
+    with published(chief_plat, chief, 300) as (plat, _):
+        thread.join(300)
+        got["chief"] = restored(plat.output_dir)
+    assert got["worker"] == got["chief"] == ("ckpt-600", b"d" * 600)
+
+
+def test_a_member_without_a_live_chief_stops_in_one_line(s3, tmp_path, monkeypatch):
+    name, url = bucket(s3, "nochief"), "s3://nochief/x"
+    put(s3, name, "x", {**stopped_at(50, "a"), ".tfyard-lease": json.dumps(
+        {"host": "gone", "pid": 1, "token": "killed", "reconciled": True}).encode()})
+    worker_plat, worker = member("worker", tmp_path, url)
+    with pytest.raises(UserError, match=r"^--output_dir s3://nochief/x: the chief did not make "
+                       r"its copy one with the bucket within 1s.*raise --startup_timeout$"):
+        with published(worker_plat, worker, 1):
+            pass

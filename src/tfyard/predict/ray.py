@@ -76,10 +76,11 @@ def score_paths(paths: list[str], job: worker.Job, workers: int | None = None, s
     """`score` for the files at `paths`, which the actors read, in calls of up to 48 model
     batches, at least one per actor: each call a block of its own, as Ray would otherwise cut
     calls from bundles of blocks, handing each bundle's remainder over as a call of a few
-    rows, which costs nearly a full call's pipeline."""
+    rows, which costs nearly a full call's pipeline. No more actors than model batches: each
+    one costs a TensorFlow import and a model load (~10 s of a CPU) before its first row."""
     import ray
 
-    workers = pool_size(workers)
+    workers = max(1, min(pool_size(workers), -(-len(paths) // job.options.batch_size)))
     calls = max(workers, -(-len(paths) // (job.options.batch_size * BATCHES_PER_CALL["path"])))
     ds = ray.data.from_items([{"path": path} for path in paths],
                              override_num_blocks=max(1, min(calls, len(paths))))

@@ -97,7 +97,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
     if plan.behaviour == "evaluate" and plat.output_url:
         raise UserError(f"--output_dir {plat.output_url}: an evaluator member cannot follow a "
                         "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
-    with published(plat, cluster) as (plat, publisher), \
+    with published(plat, cluster, options.startup_timeout) as (plat, publisher), \
             take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
         from tfyard.train.task.task import make_task
 

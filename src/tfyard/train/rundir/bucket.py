@@ -15,7 +15,9 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
 - **One writer.** The member that writes holds the run's lease in the bucket (`lease`: the
   same rules as on disk, kept by the store's conditional writes).
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
-  restart on a new node needs nothing from the old one.
+  restart on a new node needs nothing from the old one. The writing member's copy may hold
+  a newer checkpoint than the bucket (below), so the others copy the prefix only once the
+  writer's live lease says it is reconciled: every member restores the same checkpoint.
 - **Newer local files kept.** The writing member's copy is first made one with the prefix
   (`reconcile`): a copy that continues the bucket's latest checkpoint (one left by a store
   that went down) publishes what the bucket lacks and merges the files a run appends to,
@@ -50,7 +52,7 @@ from tfyard.storage import location, mirror, stores, upload_file
 from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.directory import checkpoint_paths
-from tfyard.train.rundir.lease import take_bucket_lease
+from tfyard.train.rundir.lease import take_bucket_lease, wait_reconciled
 from tfyard.train.rundir.reconcile import reconciled, run_names, skipped
 
 log = logging.getLogger("tfyard")
@@ -194,18 +196,20 @@ def put_back(copy: str, url: str, name: str, leased: bool = False) -> str:
 
 
 @contextlib.contextmanager
-def published(plat, cluster):
+def published(plat, cluster, wait_s: float):
     """For a run in a bucket (`plat.output_url`): the member that writes the run holds the
-    bucket's lease, makes its copy `plat.output_dir` one with the prefix (`reconciled`) and
-    publishes that copy until the block ends (flushed then, whatever ends it); another
-    member copies the prefix to the readers' copy under `work_dir/bucket-data` (what it
-    restores from). Yields the platform
-    to train with and the Publisher (None on other members and for a local run)."""
+    bucket's lease, makes its copy `plat.output_dir` one with the prefix (`reconciled`),
+    says so in the lease and publishes that copy until the block ends (flushed then,
+    whatever ends it); another member waits up to `wait_s` seconds for that word, then
+    copies the prefix to the readers' copy under `work_dir/bucket-data` (what it restores
+    from). Yields the platform to train with and the Publisher (None on other members and
+    for a local run)."""
     if plat.output_url is None:
         yield plat, None
         return
     place = location(plat.output_url, FLAG)
     if not cluster.is_coordinator:
+        wait_reconciled(plat.output_url, wait_s)
         root, _ = mirror.pulled_run(place, mirror.copy_root(
             place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
         yield dataclasses.replace(plat, output_dir=root), None
@@ -213,6 +217,7 @@ def published(plat, cluster):
     lease = take_bucket_lease(plat.output_url)
     try:
         names = reconciled(place, plat.output_dir)
+        lease.mark_reconciled()
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
             yield plat, publisher

@@ -10,7 +10,12 @@ time, start time, job id), in one of two places, each creating and taking it ove
 - `InBucket`: an object under the run's prefix (s3://, gs://), created only if absent (S3's
   If-None-Match, GCS's ifGenerationMatch=0), renewed and taken over only as the version read
   (If-Match, ifGenerationMatch=G). A store that ignores them is refused in one line.
-A daemon thread renews it every RENEW_S seconds.
+A daemon thread renews it every RENEW_S seconds. In a bucket each write is a new version (the
+body says when it was written), so a member that sees the lease written since it first looked
+knows its holder is alive, not a killed start's leftover: the other members of a cluster wait
+(`wait_reconciled`) for a live holder's lease to say `reconciled` (its copy, which may hold a
+newer checkpoint than the bucket, made one with the bucket) before they copy the bucket, so
+every member restores what the holder restores.
 
 A claimant that finds a lease takes it over only when it is stale (`Stale`):
 - same host and the holder's pid is gone (or is another process now): a killed run;
@@ -48,6 +53,8 @@ files = LocalFiles()  # a lease needs an atomic link; `take_lease` holds none el
 TIMEOUT_ENV = "TFYARD_LEASE_TIMEOUT"
 TIMEOUT_S = 60.0
 RENEW_S = 5.0
+POLL_S = 0.5   # how often a member looks at the lease while it waits for the holder
+RECONCILED = "reconciled"
 TRIES = 5
 FLAG = "--output_dir"
 
@@ -240,7 +247,9 @@ class InBucket:
 
 
 def _body(me: dict) -> bytes:
-    return json.dumps(me).encode()
+    """The lease as written: `written` makes every write a new version (S3's ETag is the
+    body's digest), which is how members tell a live holder from a dead one."""
+    return json.dumps({**me, "written": time.time()}).encode()
 
 
 class Lease:
@@ -248,7 +257,7 @@ class Lease:
 
     def __init__(self, place: OnDisk | InBucket, me: dict):
         self.place, self.me = place, me
-        self._stop = threading.Event()
+        self._stop, self._writing = threading.Event(), threading.Lock()
         self._thread = threading.Thread(target=self._renew, daemon=True, name="tfyard-lease")
         self._thread.start()
         place.taken()
@@ -256,12 +265,24 @@ class Lease:
     def _renew(self) -> None:
         while not self._stop.wait(RENEW_S):
             try:
-                if not self.place.renew(self.me):
+                if not self._renewed():
                     log.warning(f"tfyard: warning: lost the lease on {self.place.where} to "
                                 "another run (this one was silent too long); its files may mix")
                     return
             except self.place.renew_errors:
                 continue
+
+    def _renewed(self) -> bool:
+        with self._writing:   # one write at a time: each is conditional on the last version
+            return self.place.renew(self.me)
+
+    def mark_reconciled(self) -> None:
+        """Say in the lease, now, that the holder's copy is one with the bucket: what the
+        run's other members wait for (`wait_reconciled`)."""
+        self.me[RECONCILED] = True
+        if not self._renewed():
+            raise UserError(f"lost the lease on {self.place.where} to another run; stop the "
+                            "other run or use another --output_dir")
 
     def release(self) -> None:
         self._stop.set()
@@ -308,3 +329,21 @@ def take_lease(output_dir: str, cluster) -> contextlib.AbstractContextManager:
 def take_bucket_lease(url: str) -> Lease:
     """The lease on a run in a bucket (`url`, its prefix), for the member that writes it."""
     return claim(InBucket(url), url)
+
+
+def wait_reconciled(url: str, timeout: float) -> None:
+    """Return once the lease on the run in a bucket (`url`) was written since this call began
+    (its holder is alive, not a killed start's leftover) and says `reconciled`; a UserError
+    after `timeout` seconds."""
+    place = InBucket(url)
+    first = place.store.head(place.place, FLAG)
+    deadline = time.monotonic() + timeout
+    while True:
+        holder = place.read()   # its version is then place._seen
+        if holder and holder.get(RECONCILED) and place._seen != (first and first.version):
+            return
+        if time.monotonic() > deadline:
+            raise UserError(f"{FLAG} {url}: the chief did not make its copy one with the bucket "
+                            f"within {timeout:.0f}s, so this member cannot know which checkpoint "
+                            "to resume from; start the chief or raise --startup_timeout")
+        time.sleep(POLL_S)
