@@ -5,7 +5,7 @@ machine (pandas alone ~0.3 s).
 
 `skip_optional_imports()` (the CLI calls it) makes those imports fail while `keras` itself
 is being imported, as if they were not installed, which Keras handles by leaving those
-helpers off. Once Keras is loaded they import normally (the digits reader, `tfyard plot`
+helpers off. Once Keras is loaded they import normally (`tfyard plot`
 and Spark's pandas batches need them). Library users who import Keras first are not
 affected.
 """
