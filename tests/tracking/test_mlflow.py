@@ -22,7 +22,6 @@ import urllib.request
 import numpy as np
 import pytest
 
-from tests.conftest import run_tfyard
 from tests.predict.conftest import COLOURS, folder, run  # noqa: F401 - a run to track
 from tests.storage.conftest import free_port
 from tests.tracking.conftest import (
@@ -105,24 +104,26 @@ def test_a_run_logs_params_steps_files_and_a_model_that_predicts_as_tfyard_does(
 
 
 def test_sigkill_and_a_resume_are_one_mlflow_run_with_one_value_per_step(
-        mlflow_uri, experiment, tmp_path, digits_work):
+        mlflow_uri, experiment, tmp_path, digits_work, monkeypatch):
+    """The killed run is a fresh process (SIGKILL); the resume runs in this one."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
-               "--work_dir", str(digits_work), "--no_export", "--train_steps", "120",
-               "--checkpoint_every_steps", "20", "--eval_every_epochs", "1"]
-    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, env=tracked(mlflow_uri, experiment))
-    wait_for(lambda: len(report_steps(out)) >= 10, first)   # past a checkpoint or two
+    flags = ["train", *FAST, "--output_dir", str(out), "--work_dir", str(digits_work),
+             "--no_export", "--train_steps", "60", "--checkpoint_every_steps", "10",
+             "--eval_every_epochs", "1"]
+    first = subprocess.Popen([sys.executable, "-m", "tfyard", *flags], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             env=tracked(mlflow_uri, experiment))
+    wait_for(lambda: len(report_steps(out)) >= 5, first)   # past a checkpoint or two
     first.kill()
     first.wait()
     (killed,) = runs(mlflow_uri, experiment)
-    done = subprocess.run(command, capture_output=True, text=True,
-                          env=tracked(mlflow_uri, experiment), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
+    assert main(flags) == 0
     (logged,) = runs(mlflow_uri, experiment)
     assert logged.info.run_id == killed.info.run_id and logged.info.status == "FINISHED"
     logged_steps = steps(mlflow_uri, logged.info.run_id, "loss")   # each value, sorted
-    assert logged_steps == sorted(set(report_steps(out))) and logged_steps[-1] == 120
+    assert logged_steps == sorted(set(report_steps(out))) and logged_steps[-1] == 60
     assert steps(mlflow_uri, logged.info.run_id, "eval_top1") == sorted(
         set(report_steps(out, "eval")))
 
@@ -173,21 +174,23 @@ def test_a_bad_uri_stops_before_step_1_unless_tracking_is_optional(tmp_path, dig
 
 
 def test_track_logs_an_untracked_run_once_with_its_model(mlflow_uri, experiment, tmp_path,
-                                                         run):  # noqa: F811
+                                                         run, monkeypatch,  # noqa: F811
+                                                         capsys):
+    """`track` and `evaluate` in this process: what they send is the point, not a fresh
+    one (the CLI's own process is tests/test_readme.py's tracking page)."""
     from mlflow.tracking import MlflowClient
 
     copy = tmp_path / "old-run"
     shutil.copytree(run, copy)
-    env = tracked(mlflow_uri, experiment)
-    first = run_tfyard("track", "--output_dir", copy, env=env)
-    assert first.returncode == 0, first.stderr[-3000:]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
+    assert main(["track", "--output_dir", str(copy)]) == 0
     (logged,) = runs(mlflow_uri, experiment)
-    assert first.stdout.strip().splitlines()[-1] == (
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
         f"tracked {copy} as MLflow run {logged.info.run_id} at {mlflow_uri}")
     assert read_json(copy / "run.json")["mlflow_run_id"] == logged.info.run_id
     assert steps(mlflow_uri, logged.info.run_id, "loss") == report_steps(copy)
-    again = run_tfyard("track", "--output_dir", copy, env=env)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert main(["track", "--output_dir", str(copy)]) == 0
     (same,) = runs(mlflow_uri, experiment)
     assert same.info.run_id == logged.info.run_id
     assert steps(mlflow_uri, logged.info.run_id, "loss") == report_steps(copy)
@@ -195,13 +198,13 @@ def test_track_logs_an_untracked_run_once_with_its_model(mlflow_uri, experiment,
     (model,) = MlflowClient(tracking_uri=mlflow_uri).search_logged_models(
         experiment_ids=[logged.info.experiment_id])   # logged once, by the first track
     assert model.source_run_id == logged.info.run_id
-    evaluated = run_tfyard("evaluate", "--output_dir", copy, env=env)   # into the same run
-    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert main(["evaluate", "--output_dir", str(copy)]) == 0   # into the same run
     assert steps(mlflow_uri, logged.info.run_id, "evaluate_validation_top1") == [
         report_steps(copy)[-1]]
     assert runs(mlflow_uri, experiment)[0].info.status == "FINISHED"
-    nothing = run_tfyard("track", "--output_dir", tmp_path / "nowhere", env=env)
-    assert nothing.returncode == 2 and "holds no run.json" in nothing.stderr
+    capsys.readouterr()
+    assert main(["track", "--output_dir", str(tmp_path / "nowhere")]) == 2
+    assert "holds no run.json" in capsys.readouterr().err
 
 
 def post(url: str, body: dict) -> tuple[int, str]:
