@@ -1,11 +1,14 @@
 """The user's own Keras model and input (issue 21): `--model MODULE:FUNCTION` and `tfyard.fit`.
 
 The models live in tests/user_code/models.py, written as a user writes them; none comes from
-tfyard's registry.
+tfyard's registry. The CLI runs in this process (`tfyard.cli.main`) wherever a fresh one is not
+the point: two CPU replicas need a process whose TensorFlow has not started, and one refusal
+goes through the console script to show what a user's terminal gets.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,12 +21,14 @@ import tensorflow as tf
 import tfyard
 from tests.conftest import run_tfyard
 from tests.train.conftest import read_json, read_jsonl
+from tfyard.cli import main
 from tfyard.errors import UserError
 
 USER_CODE = Path(__file__).resolve().parents[2] / "user_code"
 MODELS = USER_CODE / "models.py"
+# Four training records (one a step): what the tests read; more steps would only cost CPU.
 SMALL = ["--dataset", "digits", "--image_size", "32", "--batch_size", "32", "--num_gpus", "0",
-         "--seed", "3", "--steps_per_loop", "5", "--train_steps", "20", "--quiet",
+         "--seed", "3", "--steps_per_loop", "1", "--train_steps", "4", "--quiet",
          "--no_jit_compile"]
 # Each user model at the image size its cluster runs use: the regularized convnet with
 # Dropout, a compiled one (its own Adam), and a Keras Applications MobileNetV3Small (batch
@@ -36,21 +41,56 @@ def user_model(name: str) -> list[str]:
     return ["--model", f"{MODELS}:{name}", "--image_size", USER_MODELS[name]]
 
 
+def forget_user_modules() -> None:
+    """Drop tests/user_code's modules imported as a script's (by file path, a top-level
+    name) from sys.modules: the next import is a fresh one."""
+    for name, module in list(sys.modules.items()):
+        if "." not in name and (getattr(module, "__file__", None) or "").startswith(
+                str(USER_CODE)):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def user_imports(monkeypatch):
+    """The CLI run in this process imports the user's module by path as a script would
+    (its directory on sys.path, the module in sys.modules): undone after the test, so every
+    test imports it afresh and no other test sees tests/user_code's modules."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    forget_user_modules()
+    yield
+    forget_user_modules()
+
+
+def in_process(capfd, *argv) -> tuple[int, str, str]:
+    """`tfyard ARGV` run by `tfyard.cli.main` here: its status, stdout and stderr (the
+    file descriptors', so TensorFlow's own lines would show too)."""
+    capfd.readouterr()
+    status = main([str(arg) for arg in argv])
+    out, err = capfd.readouterr()
+    return status, out, err
+
+
 # Each model once, on one device or two mirrored replicas: MobileNet's batch norm and the
 # compiled model's own metrics across replicas; the convnet on one device. Every model also
 # trains all-reduce (killed and resumed in tests/reliability/test_faults.py, MobileNet on
 # Spark) and with parameter servers (tests/train/test_clusters.py); a compiled model on one
-# device follows Keras' fit (below).
+# device follows Keras' fit (below). Two replicas train in a fresh process (this one's
+# TensorFlow has started); one device, and every `tfyard evaluate`, run here.
 @pytest.mark.parametrize("name, replicas", [("mobilenet", 2), ("convnet", 1), ("compiled", 2)])
-def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, name, replicas):
+def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, capfd, user_imports,
+                                                   name, replicas):
     out = tmp_path / "out"
-    result = run_tfyard("train", "--model", f"{MODELS}:{name}", *SMALL, "--output_dir", out,
-                        "--work_dir", digits_work, "--cpu_replicas", replicas,
-                        *(["--ds", "mirrored"] if replicas > 1 else []),
-                        "--label_smoothing", "0.1")
-    assert result.returncode == 0, result.stderr[-3000:]
+    argv = ["train", "--model", f"{MODELS}:{name}", *SMALL, "--output_dir", out,
+            "--work_dir", digits_work, "--cpu_replicas", replicas,
+            *(["--ds", "mirrored"] if replicas > 1 else []), "--label_smoothing", "0.1"]
+    if replicas > 1:
+        result = run_tfyard(*argv)
+        status, stdout, stderr = result.returncode, result.stdout, result.stderr
+    else:
+        status, stdout, stderr = in_process(capfd, *argv)
+    assert status == 0, stderr[-3000:]
     # a compiled model trains with its own loss: the recipe's flags are named as ignored
-    assert ("ignored: --label_smoothing" in result.stdout) == (name == "compiled")
+    assert ("ignored: --label_smoothing" in stdout) == (name == "compiled")
     summary = read_json(out / "summary.json")
     assert summary["model"] == f"{MODELS}:{name}" and summary["replicas"] == replicas
     assert summary["strategy"] == ("one_device" if replicas == 1 else "mirrored")
@@ -61,8 +101,10 @@ def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, name, 
     assert len(train) == 4 and all(np.isfinite(r["loss"]) and metric in r for r in train)
     if name == "compiled":
         assert summary["optimizer"] == "Adam"   # trained with the optimizer it was compiled with
-    evaluated = run_tfyard("evaluate", "--output_dir", out, "--export")
-    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    forget_user_modules()   # evaluate imports the module run.json names itself
+    status, stdout, stderr = in_process(capfd, "evaluate", "--output_dir", out, "--export")
+    assert status == 0, stderr[-2000:]
+    assert json.loads(stdout)["source"] == str(out / "export" / "model.keras"), stdout
     served = tf.saved_model.load(str(out / "export" / "saved_model"))
     images = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
     probabilities = served.serve(tf.constant(images))["probabilities"].numpy()
@@ -143,12 +185,21 @@ def test_a_kernel_regularizer_counts_in_the_loss(tmp_path):
     (f"{MODELS}:one_hot_loss", "its loss categorical_crossentropy does not fit the labels "
                                "(int32 [batch])"),
 ])
-def test_bad_user_code_is_one_line_before_any_step(tmp_path, digits_work, reference, expected):
-    result = run_tfyard("train", "--model", reference, *SMALL, "--output_dir",
-                        tmp_path / "out", "--work_dir", digits_work, "--image_size", "16")
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr and expected in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+def test_bad_user_code_is_one_line_before_any_step(tmp_path, digits_work, capfd, user_imports,
+                                                    reference, expected):
+    """`tfyard train` here, by `tfyard.cli.main`; the last case, which goes furthest (model
+    built, data read), runs the console script in a fresh process: exit status 2 and one
+    line on a user's terminal, no TensorFlow log line."""
+    argv = ["train", "--model", reference, *SMALL, "--output_dir", tmp_path / "out",
+            "--work_dir", digits_work, "--image_size", "16"]
+    if reference.endswith(":one_hot_loss"):
+        result = run_tfyard(*argv)
+        status, stderr = result.returncode, result.stderr
+    else:
+        status, _, stderr = in_process(capfd, *argv)
+    assert status == 2, stderr[-2000:]
+    assert "Traceback" not in stderr and expected in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
     assert not (tmp_path / "out" / "metrics.jsonl").exists()
 
 
@@ -167,16 +218,16 @@ def test_bad_user_input_is_refused_before_any_step(tmp_path):
     assert not (tmp_path / "out" / "metrics.jsonl").exists()
 
 
-def test_a_dataset_itself_and_an_input_fn_without_context_are_inputs(tmp_path):
+def test_a_dataset_itself_and_an_input_fn_without_context_are_inputs(tmp_path, capfd):
     images = np.random.default_rng(1).normal(size=(32, 4, 4, 1)).astype("float32")
     batches = tf.data.Dataset.from_tensor_slices((images, np.arange(32) % 10)).batch(8)
     summary = tfyard.fit(_dense, batches, eval_data=lambda: batches, num_classes=10,
                          output_dir=str(tmp_path / "out"), num_gpus="0", quiet=True,
                          export=False, jit_compile=False)
     assert summary["final_step"] == 4 and summary["eval"]["top1"] >= 0, summary
-    evaluated = run_tfyard("evaluate", "--output_dir", tmp_path / "out")   # not importable
-    assert evaluated.returncode == 2 and "that `tfyard evaluate` cannot import" in \
-        evaluated.stderr and "Traceback" not in evaluated.stderr, evaluated.stderr
+    status, _, stderr = in_process(capfd, "evaluate", "--output_dir", tmp_path / "out")
+    assert status == 2 and "that `tfyard evaluate` cannot import" in stderr \
+        and "Traceback" not in stderr, stderr   # not importable
     with pytest.raises(UserError, match="data is a tuple; give .*from_tensor_slices"):
         tfyard.fit(_dense, (images, np.zeros(32)), num_classes=10, quiet=True)
 
@@ -196,29 +247,24 @@ def test_train_steps_beyond_a_finite_input_repeat_it(tmp_path):
     assert steps[-1] == summary["final_step"] == 5 and summary["epochs"] == 2.5, summary
 
 
-def test_a_user_script_with_an_input_fn_trains_on_two_cpu_replicas(tmp_path):
-    """tests/user_code/job.py in a fresh process: the input function is probed only after
-    the strategy set up its logical devices (TensorFlow allows it only before it starts),
-    and with the InputContext training hands it: `get_per_replica_batch_size(32)` is 16."""
-    result = subprocess.run([sys.executable, str(USER_CODE / "job.py"), tmp_path / "out", "2"],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = read_json(tmp_path / "single-0.json")
-    assert (summary["strategy"], summary["replicas"], summary["global_batch"]) == \
-        ("mirrored", 2, 32)
-    assert summary["final_step"] == 16   # 256 examples / 32 a step, 2 epochs
-
-
-def test_cpu_replicas_are_set_once_per_process(tmp_path):
-    """tfyard.fit twice in one process on 2 CPU replicas (a notebook's second cell) works; a
-    different count, once TensorFlow has started, is one line saying why."""
+@pytest.fixture(scope="module")
+def two_replica_process(tmp_path_factory) -> tuple[Path, list[str]]:
+    """One fresh process for the two tests below (its directory and what it printed):
+    tests/user_code/job.py runs first as that process's `__main__`, as `python job.py OUT 2`
+    runs it, then a notebook's later cells call tfyard.fit twice more on 2 CPU replicas and
+    once on 3."""
+    work = tmp_path_factory.mktemp("two-replicas")
+    job, out = str(USER_CODE / "job.py"), str(work / "out")
     script = f"""
+import runpy
 import sys
+sys.argv = [{job!r}, {out!r}, "2"]
+runpy.run_path({job!r}, run_name="__main__")
 sys.path.insert(0, {str(USER_CODE)!r})
 import tfyard
 from tfyard.errors import UserError
 from job import build, input_fn
-common = dict(num_classes=2, output_dir={str(tmp_path / "out")!r}, ds="mirrored",
+common = dict(num_classes=2, output_dir={str(work / "cells")!r}, ds="mirrored",
               num_gpus="0", quiet=True, export=False, jit_compile=False)
 for steps in (2, 4):
     print("steps", tfyard.fit(build, input_fn, train_steps=steps, cpu_replicas=2, **common)[
@@ -231,10 +277,29 @@ except UserError as exc:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines() == [
+    return work, result.stdout.splitlines()
+
+
+def test_a_user_script_with_an_input_fn_trains_on_two_cpu_replicas(two_replica_process):
+    """tests/user_code/job.py in a fresh process: the input function is probed only after
+    the strategy set up its logical devices (TensorFlow allows it only before it starts),
+    and with the InputContext training hands it: `get_per_replica_batch_size(32)` is 16."""
+    work, _ = two_replica_process
+    summary = read_json(work / "single-0.json")
+    assert (summary["strategy"], summary["replicas"], summary["global_batch"]) == \
+        ("mirrored", 2, 32)
+    assert summary["final_step"] == 16   # 256 examples / 32 a step, 2 epochs
+
+
+def test_cpu_replicas_are_set_once_per_process(two_replica_process):
+    """tfyard.fit again in one process on 2 CPU replicas (a notebook's second and third
+    cells, after the script's run) works; a different count, once TensorFlow has started,
+    is one line saying why."""
+    _, printed = two_replica_process
+    assert printed == [
         "steps 2", "steps 4", "refused --cpu_replicas 3: TensorFlow's runtime already started "
         "in this process (a TensorFlow op ran before training); call tfyard.fit before any "
-        "TensorFlow op, or in a fresh process"], result.stdout
+        "TensorFlow op, or in a fresh process"], printed
 
 
 def test_a_resumed_input_fn_continues_after_the_step_reached(tmp_path):
