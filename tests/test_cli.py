@@ -25,6 +25,15 @@ def test_help_imports_neither_tensorflow_nor_optuna():
     assert python_prints(code) == "None"
 
 
+def test_track_imports_no_tensorflow():
+    """`tfyard track` reads a run's files and logs them to MLflow: the modules it runs
+    leave TensorFlow unloaded (seconds of CPU a call; a model is logged as its files)."""
+    code = ("import sys; from tfyard.cli import train; import tfyard.train.outside.tracked, "
+            "tfyard.train.rundir.plot, tfyard.predict.local, tfyard.tracking.mlflow_run; "
+            "print('tensorflow' in sys.modules)")
+    assert python_prints(code) == "False"
+
+
 def test_help_and_version():
     result = run_tfyard("--help")
     assert result.returncode == 0 and "cluster" in result.stdout

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from importlib.metadata import version
 
 import numpy as np
 import pytest
@@ -134,7 +135,7 @@ def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_late
     root.mkdir()
     out = tmp_path / "run"
     command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
-               "--work_dir", str(digits_work), "--no_export", "--train_steps", "400",
+               "--work_dir", str(digits_work), "--no_export", "--train_steps", "120",
                "--eval_every_epochs", "100"]
     # gone at once (a crash, a lost network): SIGTERM would let it drain its connections
     # for seconds while the run trains on toward its end
@@ -144,14 +145,22 @@ def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_late
         wait_for(lambda: len(report_steps(out)) >= 2, proc)
     reached = len(report_steps(out))             # the server is gone: training goes on
     wait_for(lambda: len(report_steps(out)) >= reached + 12, proc, timeout=60)
-    with mlflow_server(root, port):              # back, on the same store
-        output, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, output[-3000:]
-        assert output.count(f"MLflow at {uri} failed") == 1, output[-3000:]
-        assert "not sent" not in output
-        (logged,) = runs(uri, experiment)
-        logged_steps = steps(uri, logged.info.run_id, "loss")
-        assert logged_steps == report_steps(out) and logged_steps[-1] == 400
+    # held still while the server restarts (seconds, tens of seconds on a loaded machine),
+    # so that the run goes on training, rather than ends, once it is back
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        assert report_steps(out)[-1] < 120, "the run ended before the server came back"
+        with mlflow_server(root, port):          # back, on the same store
+            os.kill(proc.pid, signal.SIGCONT)
+            output, _ = proc.communicate(timeout=600)
+            assert proc.returncode == 0, output[-3000:]
+            assert output.count(f"MLflow at {uri} failed") == 1, output[-3000:]
+            assert "not sent" not in output
+            (logged,) = runs(uri, experiment)
+            logged_steps = steps(uri, logged.info.run_id, "loss")
+            assert logged_steps == report_steps(out) and logged_steps[-1] == 120
+    finally:
+        proc.kill()   # a stopped run left behind by a failure (none once it has ended)
 
 
 def test_a_bad_uri_stops_before_step_1_unless_tracking_is_optional(tmp_path, digits_work,
@@ -259,8 +268,11 @@ def test_the_served_model_takes_image_bytes_only_over_rest_and_in_process(
     served = mlflow.pyfunc.load_model(f"models:/{name}/1")
     assert served.metadata.get_input_schema().to_dict() == [{"type": "binary",
                                                               "required": True}]
+    # no signature; its requirements given, as `log` gives them (else MLflow infers them in
+    # a process of its own that imports TensorFlow)
     mlflow.pyfunc.save_model(tmp_path / "before", python_model=ImageClassifier(),
-                             artifacts={ARTIFACT: locate(str(copy))})   # no signature
+                             artifacts={ARTIFACT: locate(str(copy))},
+                             pip_requirements=[f"tfyard=={version('tfyard')}"])
     before = mlflow.pyfunc.load_model(str(tmp_path / "before"))
     images = [files[0].read_bytes(), jpegs[1], str(secret), None, b"\x00not an image"]
     for model in (served, before):
