@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make matrix`: tfyard on every Python it supports and on the oldest versions it declares.
 #
-# Legs py3.10 to py3.13: a fresh venv on that Python, `make demo` (its install and run), then
+# Legs py3.10 to py3.13: a fresh venv on that Python, `make demo` (its install and run: it
+# must reach the 95 % validation accuracy it promises and export its model), then
 # `make quick` (every extra, the quick slice). Leg `lowest`: Python 3.10 with every
 # dependency pinned to the lower bound pyproject.toml declares (ci/lowest.py), `make quick`.
 # A Python not on the machine fails the check by name. The legs run in parallel and install
@@ -34,6 +35,18 @@ leg() {   # leg NAME PYTHON TARGET...: a fresh venv at build/matrix/NAME, then `
     rm -rf "$venv"
     VIRTUAL_ENV=$venv make --no-print-directory VENV="$venv" PYTHON="$python" PIP="$UV pip" \
         DEMO_ARGS="--output_dir $venv/demo" "$@" >"$WORK/$name.log" 2>&1
+}
+
+demo_kept_its_promise() {   # leg NAME's demo (if it ran one) reached 95 % and exported
+    local name=$1 demo=$2 percent
+    [ "$name" = lowest ] && return 0
+    percent=${demo//[^0-9.]/}
+    if [ -z "$percent" ] || ! awk -v p="$percent" 'BEGIN { exit !(p >= 95) }' ||
+            [ ! -f "$WORK/$name/demo/export/model.keras" ]; then
+        echo "error: the demo promised validation accuracy >= 95% and export/model.keras, got" \
+             "'${demo:-no accuracy line}'" >>"$WORK/$name.log"
+        return 1
+    fi
 }
 
 mkdir -p "$WORK"
@@ -87,8 +100,8 @@ for name in "${!python[@]}"; do
 done
 for name in $(printf '%s\n' "${!pids[@]}" | sort); do
     log=$WORK/$name.log
-    if wait "${pids[$name]}"; then
-        demo=$(grep -o 'validation accuracy [0-9.]*%' "$log")
+    demo=$(grep -o 'validation accuracy [0-9.]*%' "$log")
+    if wait "${pids[$name]}" && demo_kept_its_promise "$name" "$demo"; then
         tests=$(grep -oE '[0-9]+ passed.* in [0-9.]+s' "$log" | tail -1)
         echo "matrix: $name: passed (${demo:+demo: $demo; }quick: $tests)"
         rm -rf "${WORK:?}/$name"   # a passed leg's venv is not needed again

@@ -1,6 +1,6 @@
 """Shared test set-up: quiet TensorFlow, no inherited cluster, a way to run the CLI, a local
-Ray for the modules that need one, the heavy files first, and each test's garbage collected
-as it ends."""
+Ray for the modules that need one, one MLflow tracking server for every test that tracks,
+the heavy files first, and each test's garbage collected as it ends."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,23 @@ def ray_address():
         yield address
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def mlflow_uri(tmp_path_factory):
+    """One tracking server (`tests.tracking.conftest.mlflow_server`) for all of a session's
+    tests, whatever their directory (each works in its own experiment): defined here, not
+    imported into each module that tracks, since each import would start its own."""
+    from tests.tracking.conftest import mlflow_server
+
+    with mlflow_server(tmp_path_factory.mktemp("mlflow")) as url:
+        yield url
+
+
+@pytest.fixture
+def experiment() -> str:
+    """A new experiment's name: the test's runs, apart from every other test's."""
+    return f"test-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,15 @@ def test_help_imports_neither_tensorflow_nor_optuna():
     assert python_prints(code) == "None"
 
 
+def test_track_imports_no_tensorflow():
+    """`tfyard track` reads a run's files and logs them to MLflow: the modules it runs
+    leave TensorFlow unloaded (seconds of CPU a call; a model is logged as its files)."""
+    code = ("import sys; from tfyard.cli import train; import tfyard.train.outside.tracked, "
+            "tfyard.train.rundir.plot, tfyard.predict.local, tfyard.tracking.mlflow_run; "
+            "print('tensorflow' in sys.modules)")
+    assert python_prints(code) == "False"
+
+
 def test_help_and_version():
     result = run_tfyard("--help")
     assert result.returncode == 0 and "cluster" in result.stdout
@@ -95,16 +104,20 @@ def test_the_package_needs_no_extra_outside_its_spark_and_ray_modules():
 
 
 def test_keras_starts_without_its_optional_imports_yet_they_still_work():
-    """The CLI keeps Keras from loading scikit-learn, matplotlib and pandas at start-up
-    (seconds per process); once Keras is loaded, the digits reader, plots and Spark's pandas
-    batches import them as usual."""
+    """The CLI keeps Keras from loading scikit-learn, matplotlib and pandas, and tf.summary's
+    TensorBoard stand-in from loading boto3 and fsspec, at start-up (seconds per process);
+    once those are loaded, plots, Spark's pandas batches and buckets import them as usual."""
     code = ("import sys; from tfyard import keras_startup; keras_startup.skip_optional_imports()"
-            "; import keras"
-            "; print(sorted({'sklearn', 'matplotlib', 'pandas'} & set(sys.modules)))"
-            "; from sklearn.datasets import load_digits; import matplotlib.pyplot, pandas"
-            "; print(len(load_digits().images), len(pandas.DataFrame({'a': [1, 2]})))")
+            "; import keras, tensorflow as tf; tf.summary.histogram"
+            "; import tensorboard.compat.tensorflow_stub.io.gfile"
+            "; print(sorted(set(keras_startup.OPTIONAL['keras']"
+            " | keras_startup.OPTIONAL['tensorboard.compat.tensorflow_stub.io.gfile'])"
+            " & set(sys.modules)))"
+            "; from sklearn.datasets import load_digits; import matplotlib.pyplot, pandas, boto3"
+            "; print(len(load_digits().images), len(pandas.DataFrame({'a': [1, 2]})),"
+            " boto3.client('s3', region_name='us-east-1').meta.region_name)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["[]", "1797", "2"]
+    assert out.stdout.split() == ["[]", "1797", "2", "us-east-1"]
 
 
 def _commands(parser, prefix="tfyard"):

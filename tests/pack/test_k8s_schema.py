@@ -73,3 +73,20 @@ def test_a_queued_job_is_suspended_and_labelled_on_every_version(code_dir):
     job["spec"]["suspended"] = job["spec"].pop("suspend")
     with pytest.raises(kubernetes_validate.ValidationError, match="suspended"):
         kubernetes_validate.validate(job, "1.29", strict=True)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_tuning_pages_indexed_job_validates_strictly(version):
+    """docs/tuning.md's Kubernetes form of a shared study: one YAML block, an Indexed Job."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tuning.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", page, flags=re.S)
+    job = yaml.safe_load(block)
+    assert (job["kind"], job["spec"]["completionMode"]) == ("Job", "Indexed")
+    assert "$(JOB_COMPLETION_INDEX)" in " ".join(job["spec"]["template"]["spec"]
+                                                 ["containers"][0]["args"])
+    kubernetes_validate.validate(job, version, strict=True)

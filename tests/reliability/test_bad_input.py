@@ -1,12 +1,13 @@
-"""Bad data reaching `tfyard train`: one line naming the file and record, or skipped and counted."""
+"""Bad data reaching `tfyard train`: one line naming the file and record, or skipped and counted.
+Each run goes through the CLI's `main` in the test's process (no fresh interpreter needed)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.conftest import run_tfyard
 from tests.data.helpers import image_bytes, tf_example, write_records
+from tests.reliability.conftest import run_here
 from tests.train.conftest import read_json
 
 FLAGS = ["--model", "mnist_mlp", "--dataset", "tfrecord", "--image_size", "28", "--batch_size",
@@ -26,43 +27,43 @@ def slim_dataset(root, bad_record: bytes | None = None, labels=(0, 1, 2, 0, 1, 2
     return root / "d_train_00000-of-00001.tfrecord"
 
 
-def train(data, out, *extra):
-    return run_tfyard("train", *FLAGS, "--data_dir", data, "--output_dir", out, *extra)
+def train(capsys, data, out, *extra):
+    return run_here(capsys, "train", *FLAGS, "--data_dir", data, "--output_dir", out, *extra)
 
 
-def test_an_image_that_is_not_an_image_is_named_then_skipped_and_counted(tmp_path):
+def test_an_image_that_is_not_an_image_is_named_then_skipped_and_counted(tmp_path, capsys):
     shard = slim_dataset(tmp_path / "data", tf_example(b"this is not a JPEG", 1))
-    refused = train(tmp_path / "data", tmp_path / "out")
+    refused = train(capsys, tmp_path / "data", tmp_path / "out")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith(f"tfyard: error: {shard}: record 2") and "--skip_corrupt" in last
-    skipped = train(tmp_path / "data", tmp_path / "out2", "--skip_corrupt")
+    skipped = train(capsys, tmp_path / "data", tmp_path / "out2", "--skip_corrupt")
     assert skipped.returncode == 0, skipped.stderr[-2000:]
     summary = read_json(tmp_path / "out2" / "summary.json")
     assert summary["skipped_records"] == 1 and summary["final_step"] == 3
 
 
 @pytest.mark.parametrize("case", ["truncated", "label"])
-def test_truncated_shards_and_labels_out_of_range_are_one_line(tmp_path, case):
+def test_truncated_shards_and_labels_out_of_range_are_one_line(tmp_path, case, capsys):
     labels = (0, 1, 7, 0, 1, 2, 0, 1) if case == "label" else (0, 1, 2, 0, 1, 2, 0, 1)
     shard = slim_dataset(tmp_path / "data", labels=labels)
     if case == "truncated":
         shard.write_bytes(shard.read_bytes()[:-30])
-    result = train(tmp_path / "data", tmp_path / "out")
+    result = train(capsys, tmp_path / "data", tmp_path / "out")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("tfyard: error:") and str(shard) in last
     assert ("truncated" in last) if case == "truncated" else ("label 7" in last)
 
 
-def test_a_folder_without_validation_holds_some_out_and_runs_to_the_end(tmp_path):
+def test_a_folder_without_validation_holds_some_out_and_runs_to_the_end(tmp_path, capsys):
     from tests.data.helpers import write_folder
 
     write_folder(tmp_path / "photos", {"ant": 10, "bee": 10, "cat": 10})
     flags = ["--model", "mnist_mlp", "--dataset", "folder", "--image_size", "28",
              "--batch_size", "4", "--train_steps", "4", "--num_gpus", "0"]
-    result = run_tfyard("train", *flags, "--data_dir", tmp_path / "photos", "--output_dir",
-                        tmp_path / "out")
+    result = run_here(capsys, "train", *flags, "--data_dir", tmp_path / "photos",
+                      "--output_dir", tmp_path / "out")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "tfyard: note: no validation/ folder in" in result.stdout
     assert "holding out 3 of the 30 images" in result.stdout

@@ -2,13 +2,18 @@
 unbroken one, bit for bit, and sees every example once per epoch across restarts.
 
 Each broken run is compared with an unbroken run of the same flags on the same machine
-(same thread counts), shared through a module fixture. The all-reduce case across two
-processes is `test_faults.py::test_killed_all_reduce_member_resumes_and_finishes`.
+(same thread counts), shared through a module fixture. Every killed run is a fresh process
+that gets a real SIGKILL; the one-device unbroken run and resume go through the CLI's `main`
+in the test's process (same thread pools: the resume would warn otherwise), the mirrored
+ones in fresh processes (the CPU is split into replicas before TensorFlow starts). The
+all-reduce case across two processes is
+`test_faults.py::test_killed_all_reduce_member_resumes_and_finishes`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import latest_checkpoint_step, wait_for
+from tests.reliability.conftest import latest_checkpoint_step, run_here, wait_for
 from tests.train.conftest import FAST, read_json, read_jsonl, train
+from tfyard.cli import main
 
 # Digits: 1,497 training examples, 46 steps of 32 per epoch. Checkpoints every 10 steps put
 # every kill mid-epoch; 60 steps cross the epoch end, where a global batch spans two epochs.
@@ -51,20 +57,20 @@ def kill_after_checkpoint(output_dir: Path, work_dir: Path, after: int, *flags) 
     return latest_checkpoint_step(output_dir)
 
 
-def unbroken(tmp_path_factory, work_dir: Path, *flags) -> dict:
+@pytest.fixture(scope="module")
+def unbroken_one_device(tmp_path_factory, digits_work) -> dict:
     out = tmp_path_factory.mktemp("unbroken")
-    train(out, work_dir, *flags)
+    assert main(list(map(str, ["train", *FAST, "--output_dir", out, "--work_dir", digits_work,
+                               *DROPOUT, *STEPS]))) == 0
     return read_json(out / "summary.json")
 
 
 @pytest.fixture(scope="module")
-def unbroken_one_device(tmp_path_factory, digits_work):
-    return unbroken(tmp_path_factory, digits_work, *DROPOUT, *STEPS)
-
-
-@pytest.fixture(scope="module")
-def unbroken_mirrored(tmp_path_factory, digits_work):
-    return unbroken(tmp_path_factory, digits_work, *MIRRORED, *MIRRORED_STEPS)
+def unbroken_mirrored(tmp_path_factory, digits_work) -> Path:
+    """The run directory of an unbroken mirrored run (a fresh process: see the docstring)."""
+    out = tmp_path_factory.mktemp("unbroken")
+    train(out, digits_work, *MIRRORED, *MIRRORED_STEPS)
+    return out
 
 
 def committed_ids(path: Path) -> dict[int, list[int]]:
@@ -78,7 +84,7 @@ def committed_ids(path: Path) -> dict[int, list[int]]:
 
 
 def test_one_device_killed_twice_resumes_bit_identical_and_sees_each_example_once(
-        tmp_path, digits_work, unbroken_one_device):
+        tmp_path, digits_work, unbroken_one_device, capsys):
     work = tmp_path / "work"
     work.mkdir()
     for name in ("digits", "tfrecord_counts.json"):  # the shared data, no other run's ids
@@ -87,7 +93,9 @@ def test_one_device_killed_twice_resumes_bit_identical_and_sees_each_example_onc
     first = kill_after_checkpoint(tmp_path, work, 0, *flags)
     second = kill_after_checkpoint(tmp_path, work, first, *flags)
     assert 0 < first < second < 60 and first % STEPS_PER_EPOCH
-    result = train(tmp_path, work, *flags)
+    result = run_here(capsys, "train", *FAST, "--output_dir", tmp_path, "--work_dir", work,
+                      *flags)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert "warning" not in result.stdout, result.stdout
     summary = read_json(tmp_path / "summary.json")
     assert summary["resumed_from_step"] == second and summary["final_step"] == 60
@@ -108,15 +116,21 @@ def test_mirrored_two_replicas_killed_resumes_bit_identical(tmp_path, digits_wor
     train(tmp_path, digits_work, *MIRRORED, *MIRRORED_STEPS)
     summary = read_json(tmp_path / "summary.json")
     assert summary["replicas"] == 2 and summary["resumed_from_step"] == killed_at
-    assert summary["weights_digest"] == unbroken_mirrored["weights_digest"]
+    unbroken = read_json(unbroken_mirrored / "summary.json")
+    assert summary["weights_digest"] == unbroken["weights_digest"]
 
 
-def test_resume_with_other_settings_warns_in_one_line(tmp_path, digits_work):
-    flags = ["--train_steps", "5", "--no_export"]
-    train(tmp_path, digits_work, *flags, "--jit_compile")
-    lines = [line for line in train(tmp_path, digits_work, *flags, *MIRRORED).stdout.splitlines()
-             if "warning" in line]
+def test_resume_with_other_settings_warns_in_one_line(tmp_path, digits_work, unbroken_mirrored,
+                                                      capsys):
+    # The mirrored run's last checkpoint (2 replicas, XLA off), resumed on one device with
+    # XLA on: its restore warns, and no step is left to run.
+    out = tmp_path / "run"
+    shutil.copytree(unbroken_mirrored, out)
+    result = run_here(capsys, "train", *FAST, "--output_dir", out, "--work_dir", digits_work,
+                      *MIRRORED_STEPS, "--jit_compile")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if "warning" in line]
     assert lines == [
-        "tfyard: warning: resuming with the mirrored strategy and 2 replicas and XLA off, "
-        "the checkpoint was written with the one_device strategy and 1 replica and XLA on: "
+        "tfyard: warning: resuming with the one_device strategy and 1 replica and XLA on, "
+        "the checkpoint was written with the mirrored strategy and 2 replicas and XLA off: "
         "the run will not be bit-identical to an unbroken one"]

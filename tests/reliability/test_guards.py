@@ -1,5 +1,6 @@
 """A long run survives what long runs meet: divergence, broken checkpoints, torn run files,
-and a rerun into the wrong directory. Real `tfyard train` runs on the bundled digits."""
+and a rerun into the wrong directory. Real `tfyard train` runs on the bundled digits, through
+the CLI's `main` in the test's process (none of these is about a fresh process)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tfyard
+from tests.reliability.conftest import run_here
 from tests.train.conftest import FAST, read_json, read_jsonl
+from tfyard.cli import main
 
 FLAGS = [*FAST, "--no_export", "--checkpoint_every_steps", "5"]
 
 
-def tfyard_train(out: Path, work: Path, *extra):
-    return run_tfyard("train", *FLAGS, "--output_dir", out, "--work_dir", work, *extra)
+def tfyard_train(capsys, out: Path, work: Path, *extra):
+    return run_here(capsys, "train", *FLAGS, "--output_dir", out, "--work_dir", work, *extra)
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -37,8 +39,8 @@ def one_line_error(result) -> str:
 def ten_steps(tmp_path_factory, digits_work) -> Path:
     """A finished 10-step run with checkpoints at steps 5 and 10; tests copy it."""
     out = tmp_path_factory.mktemp("ten-steps") / "out"
-    result = tfyard_train(out, digits_work, "--train_steps", "10")
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert main(["train", *FLAGS, "--output_dir", str(out), "--work_dir", str(digits_work),
+                 "--train_steps", "10"]) == 0
     return out
 
 
@@ -49,11 +51,11 @@ def run_dir(ten_steps, tmp_path) -> Path:
 
 
 def test_divergence_stops_at_its_step_and_never_costs_the_last_finite_checkpoint(
-        run_dir, digits_work):
+        run_dir, digits_work, capsys):
     checkpoints = snapshot(run_dir / "checkpoints")
     # lr 1e6 takes the loss to nan within a few steps (inf first, then nan).
-    result = tfyard_train(run_dir, digits_work, "--learning_rate", "1e6", "--train_steps", "30",
-                          "--keep_checkpoints", "1")
+    result = tfyard_train(capsys, run_dir, digits_work, "--learning_rate", "1e6",
+                          "--train_steps", "30", "--keep_checkpoints", "1")
     line = one_line_error(result)
     # The step whose loss went non-finite; or, where the loss of the chunk stayed finite but
     # a weight did not, the save refused at the chunk's end.
@@ -64,18 +66,18 @@ def test_divergence_stops_at_its_step_and_never_costs_the_last_finite_checkpoint
     assert found and 11 <= int(found.group(2) or found.group(5)) <= 15, line
     assert f"(last finite checkpoint: {run_dir}/checkpoints/ckpt-10 kept)" in line
     assert snapshot(run_dir / "checkpoints") == checkpoints   # nothing saved, nothing rotated
-    evaluated = run_tfyard("evaluate", "--output_dir", run_dir)
+    evaluated = run_here(capsys, "evaluate", "--output_dir", run_dir)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert "ckpt-10" in evaluated.stdout
 
 
 
-def test_skipping_non_finite_steps_skips_them_then_stops(tmp_path, digits_work):
+def test_skipping_non_finite_steps_skips_them_then_stops(tmp_path, digits_work, capsys):
     # From scratch at lr 1e3 the loss grows for a few finite steps, then every step is
     # non-finite; the guard checks at chunk ends (5 steps), so it stops after 10 or more.
-    skipping = run_tfyard("train", *FAST, "--no_export", "--output_dir", tmp_path, "--work_dir",
-                          digits_work, "--learning_rate", "1e3", "--train_steps", "30",
-                          "--skip_nonfinite_steps", "10")
+    skipping = run_here(capsys, "train", *FAST, "--no_export", "--output_dir", tmp_path,
+                        "--work_dir", digits_work, "--learning_rate", "1e3",
+                        "--train_steps", "30", "--skip_nonfinite_steps", "10")
     line = one_line_error(skipping)
     found = re.match(r"tfyard: error: training diverged by step (\d+): the last (\d+) steps had "
                      r"a non-finite loss or gradients and were skipped \(--skip_nonfinite_steps "
@@ -91,12 +93,12 @@ def test_skipping_non_finite_steps_skips_them_then_stops(tmp_path, digits_work):
 
 
 def test_an_unreadable_latest_checkpoint_falls_back_and_none_readable_is_one_line(
-        run_dir, digits_work):
+        run_dir, digits_work, capsys):
     data = run_dir / "checkpoints" / "ckpt-10.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[:1000])    # a full disk cut the copy short
     metrics = run_dir / "metrics.jsonl"
     metrics.write_text(metrics.read_text() + '{"kind": "train", "step": 11, "lo')  # a torn line
-    resumed = tfyard_train(run_dir, digits_work, "--train_steps", "15")
+    resumed = tfyard_train(capsys, run_dir, digits_work, "--train_steps", "15")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     warnings = [line for line in resumed.stdout.splitlines() if "warning" in line]
     assert len(warnings) == 2 and "ckpt-10 is unreadable" in warnings[0], resumed.stdout
@@ -105,22 +107,23 @@ def test_an_unreadable_latest_checkpoint_falls_back_and_none_readable_is_one_lin
     assert (summary["resumed_from_step"], summary["final_step"]) == (5, 15)
     steps = [r["step"] for r in read_jsonl(metrics) if r["kind"] == "train"]
     assert steps == [5, 10, 15]   # step 10 ran again: its latest report only
-    plotted = run_tfyard("plot", "--output_dir", run_dir)
+    plotted = run_here(capsys, "plot", "--output_dir", run_dir)
     assert plotted.returncode == 0 and (run_dir / "curves.png").exists(), plotted.stderr
 
     for data in (run_dir / "checkpoints").glob("*.data-*"):
         data.write_bytes(b"garbage")
     before = snapshot(run_dir)
-    broken = tfyard_train(run_dir, digits_work, "--train_steps", "20")
+    broken = tfyard_train(capsys, run_dir, digits_work, "--train_steps", "20")
     line = one_line_error(broken)
     assert "none of the" in line and "can be read" in line
     assert snapshot(run_dir) == before
 
 
-def test_a_rerun_with_another_model_is_refused_before_anything_changes(run_dir, digits_work):
+def test_a_rerun_with_another_model_is_refused_before_anything_changes(run_dir, digits_work,
+                                                                     capsys):
     before = snapshot(run_dir)
-    result = tfyard_train(run_dir, digits_work, "--model", "mnist_mlp", "--image_size", "28",
-                          "--train_steps", "20")
+    result = tfyard_train(capsys, run_dir, digits_work, "--model", "mnist_mlp",
+                          "--image_size", "28", "--train_steps", "20")
     line = one_line_error(result)
     assert line == (f"tfyard: error: output_dir {run_dir} holds a run of cifar_resnet8 on digits "
                     "(10 classes); this run is mnist_mlp on digits (10 classes): use a new "

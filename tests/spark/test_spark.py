@@ -25,6 +25,10 @@ pytestmark = pytest.mark.spark
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 TRAIN = str(Path(__file__).parents[1] / "launch" / "programs" / "train.py")
 EXAMPLE = Path(__file__).parents[2] / "examples" / "resnet_cifar_spark.py"
+# The standalone cluster's four JVMs (master, worker, spark-submit's driver, the executor)
+# live a few minutes: the client compiler alone and one GC thread spend about half the CPU
+# that C2 and parallel GC threads do there, and change nothing the test checks.
+LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @pytest.fixture(scope="module")
@@ -147,11 +151,9 @@ def test_a_retried_barrier_stage_starts_every_member_again(tmp_path):
     assert "[chief:0] chief:0: done" in result.stdout
 
 
-def _spark_class(name, *args, log):
-    home = Path(pyspark.__file__).parent
-    return subprocess.Popen([str(home / "bin" / "spark-class"), name, *args], stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "SPARK_HOME": str(home)})
+def _spark_class(name, *args, log, env):
+    return subprocess.Popen([str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"), name, *args],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
 
 def _wait_for(path: Path, pattern: str, timeout: float = 120) -> re.Match:
@@ -175,22 +177,24 @@ def test_resnet_cifar_spark_example_on_a_standalone_cluster(tmp_path):
     _cifar(tmp_path / "cifar-10-batches-bin")
     home = Path(pyspark.__file__).parent
     env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
+           "TF_CPP_MIN_LOG_LEVEL": "2", "SPARK_SUBMIT_OPTS": LEAN_JVM}
+    daemon_env = {**os.environ, "SPARK_HOME": str(home), "SPARK_DAEMON_JAVA_OPTS": LEAN_JVM}
     master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
     with master_log.open("w") as m_log, worker_log.open("w") as w_log:
         master = _spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                              "--port", "0", "--webui-port", "0", log=m_log)
+                              "--port", "0", "--webui-port", "0", log=m_log, env=daemon_env)
         daemons = [master]
         try:
             url = _wait_for(master_log, r"Starting Spark master at (spark://[\d.:]+)").group(1)
             daemons.append(_spark_class(
                 "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
                 "--cores", "2", "--memory", "2g", "--webui-port", "0",
-                "--work-dir", str(tmp_path / "work"), log=w_log))
+                "--work-dir", str(tmp_path / "work"), log=w_log, env=daemon_env))
             _wait_for(master_log, r"Registering worker")
             result = subprocess.run(
                 [str(home / "bin" / "spark-submit"), "--master", url, "--conf",
-                 "spark.ui.enabled=false", str(EXAMPLE), "--cluster_size", "2", "--epochs", "1",
+                 "spark.ui.enabled=false", "--conf", f"spark.executor.extraJavaOptions={LEAN_JVM}",
+                 str(EXAMPLE), "--cluster_size", "2", "--epochs", "1",
                  "--data_dir", "cifar-10-batches-bin", "--num_gpus=0",
                  "--ds=multi_worker_mirrored", "--train_epochs", "1", "--batch_size=50",
                  "--resnet_size=8", "--quiet", "--no_export", "--output_dir", "out"],

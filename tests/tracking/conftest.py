@@ -1,5 +1,6 @@
 """A real MLflow tracking server for the tracking tests: `mlflow server` on 127.0.0.1 with a
-SQLite store and a local artifact root, read back through MLflow's own client."""
+SQLite store and a local artifact root, read back through MLflow's own client. The session's
+one server, `mlflow_uri`, and `experiment` are fixtures of tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 
 import pytest
 
@@ -37,19 +37,6 @@ def mlflow_server(root, port: int | None = None, stop: int = signal.SIGTERM):
         wait_for(lambda: _answers(f"{url}/api/2.0/mlflow/experiments/get-by-name"
                                   "?experiment_name=Default"), timeout=180)
         yield url
-
-
-@pytest.fixture(scope="session")
-def mlflow_uri(tmp_path_factory):
-    """One tracking server for the session's tests (each works in its own experiment)."""
-    with mlflow_server(tmp_path_factory.mktemp("mlflow")) as url:
-        yield url
-
-
-@pytest.fixture
-def experiment() -> str:
-    """A new experiment's name: the test's runs, apart from every other test's."""
-    return f"test-{uuid.uuid4().hex[:12]}"
 
 
 def runs(uri: str, experiment: str) -> list:

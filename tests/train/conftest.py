@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from tests.conftest import run_tfyard
-from tests.tracking.conftest import experiment, mlflow_uri  # noqa: F401 - tracked clusters
 
 # Small enough for 2 CPU cores, big enough that learning shows: 16x16 digits, batch 32.
 FAST = ["--model", "cifar_resnet8", "--dataset", "digits", "--image_size", "16",

@@ -8,14 +8,13 @@ import json
 
 import pytest
 
-from tests.tracking.conftest import experiment, mlflow_uri  # noqa: F401 - fixtures
 from tests.tune.conftest import tune, write_space
 
 optuna = pytest.importorskip("optuna")
 
 
 def test_a_study_is_a_parent_run_and_its_trials_children(
-        tmp_path, monkeypatch, mlflow_uri, experiment):  # noqa: F811
+        tmp_path, monkeypatch, mlflow_uri, experiment):
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)

@@ -1,21 +1,24 @@
 """What a run shows while it trains: a rich progress display on a terminal (a real pty),
 one plain line per report off it, the input-wait share of every report with its one-time
-hint, and `--profile_steps` traces."""
+hint, and `--profile_steps` traces. The runs go through the CLI's `main` in the test's
+process, its sys.stdout and sys.stderr a real pty where a terminal is the point."""
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import pty
 import re
-import subprocess
+import struct
 import sys
+import termios
+import threading
 import time
 
 import pytest
 import tensorflow as tf
 
-from tests.conftest import run_tfyard
 from tests.train.conftest import read_jsonl
 from tests.train.toy import BATCH, dataset_fn, toy_trainer
 from tfyard.cli import main
@@ -34,36 +37,44 @@ PLAIN = re.compile(r"step \d+/14 epoch \d\.\d\d lr \S+ loss \d+\.\d{4} top1 \d\.
 ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def run_on_a_terminal(*args, timeout=600) -> tuple[int, str]:
-    """`python -m tfyard ARGS` with a pseudo-terminal as stdin, stdout and stderr; returns the
-    exit status and everything it wrote, escape sequences included."""
+def run_on_a_terminal(monkeypatch, *args) -> tuple[int, str]:
+    """`tfyard ARGS` in this process with a pseudo-terminal (160x40) as sys.stdout and
+    sys.stderr; returns the exit status and everything written to it, escape sequences
+    included."""
     controller, terminal = pty.openpty()
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"}
-    process = subprocess.Popen([sys.executable, "-m", "tfyard", *map(str, args)],
-                               stdin=terminal, stdout=terminal, stderr=terminal, env=env)
-    os.close(terminal)
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    for name, value in (("TERM", "xterm-256color"), ("COLUMNS", "160"), ("LINES", "40")):
+        monkeypatch.setenv(name, value)
     output = bytearray()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
+
+    def read():   # drained as it is written, so a full terminal never blocks the run
+        while True:
             try:
                 data = os.read(controller, 65536)
-            except OSError:   # EIO: every writer has closed the terminal
-                break
+            except OSError:   # EIO: the writer has closed the terminal
+                return
             if not data:
-                break
-            output += data
-        return process.wait(timeout=max(1, deadline - time.monotonic())), output.decode()
+                return
+            output.extend(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    stream = open(terminal, "w", encoding="utf-8", errors="replace")
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(sys, "stdout", stream)
+            patched.setattr(sys, "stderr", stream)
+            code = main([str(arg) for arg in args])
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stream.close()
+        reader.join(timeout=60)
         os.close(controller)
+    return code, output.decode()
 
 
-def test_a_terminal_shows_the_live_display_per_epoch(tmp_path, digits_work):
+def test_a_terminal_shows_the_live_display_per_epoch(tmp_path, digits_work, monkeypatch):
     out = tmp_path / "run"
-    code, output = run_on_a_terminal("train", *RUN, "--output_dir", out,
+    code, output = run_on_a_terminal(monkeypatch, "train", *RUN, "--output_dir", out,
                                      "--work_dir", digits_work)
     assert code == 0, output[-3000:]
     assert "\x1b[" in output                                # rich drew on the terminal
@@ -81,15 +92,17 @@ def test_a_terminal_shows_the_live_display_per_epoch(tmp_path, digits_work):
     assert lines[-1].startswith("tfyard: done at step 14")
 
 
-def test_off_a_terminal_each_report_is_one_plain_line(tmp_path, digits_work):
+def test_off_a_terminal_each_report_is_one_plain_line(tmp_path, digits_work, capsys):
     out = tmp_path / "run"
-    result = run_tfyard("train", *RUN, "--output_dir", out, "--work_dir", digits_work)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "\x1b" not in result.stdout and "━" not in result.stdout
-    reports = [line for line in result.stdout.splitlines() if line.startswith("step ")]
+    code = main(list(map(str, ["train", *RUN, "--output_dir", out, "--work_dir", digits_work])))
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr[-3000:]
+    assert not sys.stdout.isatty()   # pytest's capture: not a terminal
+    assert "\x1b" not in stdout and "━" not in stdout
+    reports = [line for line in stdout.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in reports] == ["5/14", "10/14", "11/14", "14/14"]
     assert all(PLAIN.fullmatch(line) for line in reports), reports
-    assert "eval  step 11: loss" in result.stdout and "hint" not in result.stdout
+    assert "eval  step 11: loss" in stdout and "hint" not in stdout
     # A normal run is not input-bound: the share is in every report, and small.
     train = [r for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "train"]
     waits = [r["input_wait"] for r in train]
@@ -97,12 +110,15 @@ def test_off_a_terminal_each_report_is_one_plain_line(tmp_path, digits_work):
     assert max(waits[1:]) < 0.5, waits   # the hint's threshold: measured 1-4% here
 
 
-def test_quiet_shows_neither_and_profile_steps_writes_a_trace(tmp_path, digits_work):
+def test_quiet_shows_neither_and_profile_steps_writes_a_trace(tmp_path, digits_work,
+                                                              monkeypatch, capfd):
     out = tmp_path / "run"
-    code, output = run_on_a_terminal("train", *RUN, "--quiet", "--profile_steps", "3,6",
-                                     "--output_dir", out, "--work_dir", digits_work)
+    code, output = run_on_a_terminal(monkeypatch, "train", *RUN, "--quiet", "--profile_steps",
+                                     "3,6", "--output_dir", out, "--work_dir", digits_work)
     assert code == 0, output[-3000:]
     assert output.strip() == "", output[-3000:]
+    written = capfd.readouterr()   # nothing past sys.stdout either (TensorFlow's own logs)
+    assert written.out.strip() == written.err.strip() == "", written
     traces = list((out / "logs" / "train").glob("plugins/profile/*/*.xplane.pb"))
     assert len(traces) == 1 and traces[0].stat().st_size > 1000
     # The trace cut the chunks at steps 2 and 6; the reports say so.

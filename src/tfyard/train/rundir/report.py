@@ -1,4 +1,6 @@
 """What a run records: metrics.jsonl and TensorBoard scalars (the chief only), summary files.
+TensorFlow is imported only by what needs it, so writing a JSON file (`tfyard track`'s
+run.json) does not load it.
 
 Console lines are `tfyard.train.outside.console`.
 """
@@ -8,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import time
-
-import tensorflow as tf
 
 from tfyard.errors import disk_error
 from tfyard.runfiles.files import files_for
@@ -23,10 +23,21 @@ def write_json_atomic(path: str, payload: dict) -> None:
 
 
 def _write_whole(path: str, text: str) -> None:
+    files = files_for(path)
     try:
-        files_for(path).write_whole(path, text)
-    except (tf.errors.OpError, OSError) as exc:
+        files.write_whole(path, text)
+    except _failures(files) as exc:
         raise disk_error(exc, f"write {path}") or exc from None
+
+
+def _failures(files) -> tuple[type[BaseException], ...]:
+    """What a failed write raises: OSError, and TensorFlow's errors where TensorFlow wrote
+    (a remote path; a local one is written without it)."""
+    if not files.remote:
+        return (OSError,)
+    import tensorflow as tf
+
+    return (tf.errors.OpError, OSError)
 
 
 KINDS = ("train", "eval")
@@ -56,6 +67,8 @@ class Reporter:
         self._jsonl = files.appending(path)
         if torn:  # a record cut short by a kill: the next one starts on a fresh line
             self._jsonl.write("\n")
+        import tensorflow as tf
+
         # The chief logs to logs/train and logs/eval; a side-car to logs/<name>.
         self._writers = {
             kind: tf.summary.create_file_writer(
@@ -69,6 +82,8 @@ class Reporter:
                   **{k: float(v) for k, v in metrics.items()}}
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
+        import tensorflow as tf
+
         with self._writers[kind].as_default(step=step):
             for name, value in metrics.items():
                 tf.summary.scalar(name, value)
