@@ -100,8 +100,10 @@ for name in "${!python[@]}"; do
 done
 for name in $(printf '%s\n' "${!pids[@]}" | sort); do
     log=$WORK/$name.log
+    wait "${pids[$name]}"
+    status=$?
     demo=$(grep -o 'validation accuracy [0-9.]*%' "$log")
-    if wait "${pids[$name]}" && demo_kept_its_promise "$name" "$demo"; then
+    if [ "$status" -eq 0 ] && demo_kept_its_promise "$name" "$demo"; then
         tests=$(grep -oE '[0-9]+ passed.* in [0-9.]+s' "$log" | tail -1)
         echo "matrix: $name: passed (${demo:+demo: $demo; }quick: $tests)"
         rm -rf "${WORK:?}/$name"   # a passed leg's venv is not needed again
