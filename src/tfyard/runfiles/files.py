@@ -28,6 +28,10 @@ from tfyard.storage import refuse_bucket, scheme_of
 class LocalFiles:
     remote = False
 
+    def failures(self) -> tuple[type[BaseException], ...]:
+        """What a failed read or write here raises."""
+        return (OSError,)
+
     def has(self, path: str) -> bool:
         return os.path.exists(path)
 
@@ -130,6 +134,11 @@ class TensorFlowFiles(LocalFiles):
     """A remote path through `tf.io.gfile`; writes and listings only, no lease."""
 
     remote = True
+
+    def failures(self) -> tuple[type[BaseException], ...]:
+        import tensorflow as tf
+
+        return (tf.errors.OpError, OSError)
 
     def has(self, path: str) -> bool:
         import tensorflow as tf

@@ -26,18 +26,8 @@ def _write_whole(path: str, text: str) -> None:
     files = files_for(path)
     try:
         files.write_whole(path, text)
-    except _failures(files) as exc:
+    except files.failures() as exc:   # TensorFlow's errors only where TensorFlow wrote
         raise disk_error(exc, f"write {path}") or exc from None
-
-
-def _failures(files) -> tuple[type[BaseException], ...]:
-    """What a failed write raises: OSError, and TensorFlow's errors where TensorFlow wrote
-    (a remote path; a local one is written without it)."""
-    if not files.remote:
-        return (OSError,)
-    import tensorflow as tf
-
-    return (tf.errors.OpError, OSError)
 
 
 KINDS = ("train", "eval")
@@ -75,6 +65,7 @@ class Reporter:
                 os.path.join(log_dir, kind if name == METRICS else name))
             for kind in KINDS
         }
+        self._scalar = tf.summary.scalar
 
     def report(self, step: int, epoch: float, metrics: dict, kind: str = "train") -> dict:
         """Record one report; returns the JSON object written to the .jsonl file."""
@@ -82,11 +73,9 @@ class Reporter:
                   **{k: float(v) for k, v in metrics.items()}}
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
-        import tensorflow as tf
-
         with self._writers[kind].as_default(step=step):
             for name, value in metrics.items():
-                tf.summary.scalar(name, value)
+                self._scalar(name, value)
         self._writers[kind].flush()
         return record
 
