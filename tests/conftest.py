@@ -79,6 +79,22 @@ def run_tfyard(*args, env=None, timeout=600, cwd=None) -> subprocess.CompletedPr
     )
 
 
+def run_here(capture, *args) -> subprocess.CompletedProcess:
+    """`tfyard ARGS` through `cli.main` in this process, as run_tfyard reports a fresh one:
+    its exit status and what it printed, read through `capture` (pytest's capsys, or capfd
+    where TensorFlow's own lines must show too): no interpreter and TensorFlow import to pay
+    where a fresh process is not the point."""
+    from tfyard.cli import main
+
+    capture.readouterr()
+    try:
+        code = main([str(arg) for arg in args])
+    except SystemExit as exited:   # a usage error
+        code = exited.code
+    out, err = capture.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out, err)
+
+
 def python_prints(code: str) -> str:
     """What `python -c CODE` prints, run in a fresh interpreter (for what an import loads)."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -75,18 +75,3 @@ def latest_checkpoint_step(output_dir: Path) -> int:
         if line.startswith("model_checkpoint_path:"):
             return int(line.split("ckpt-")[1].strip('"'))
     return 0
-
-
-def run_here(capsys, *args) -> subprocess.CompletedProcess:
-    """`tfyard ARGS` through `cli.main` in this process, as run_tfyard reports a fresh one:
-    its exit status and what it printed (no interpreter and TensorFlow import to pay where a
-    fresh process is not the point)."""
-    from tfyard.cli import main
-
-    capsys.readouterr()
-    try:
-        code = main([str(arg) for arg in args])
-    except SystemExit as exited:   # a usage error
-        code = exited.code
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(list(args), code, out, err)

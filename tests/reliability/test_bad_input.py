@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.conftest import run_here
 from tests.data.helpers import image_bytes, tf_example, write_records
-from tests.reliability.conftest import run_here
 from tests.train.conftest import read_json
 
 FLAGS = ["--model", "mnist_mlp", "--dataset", "tfrecord", "--image_size", "28", "--batch_size",

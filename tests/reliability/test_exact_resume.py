@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import latest_checkpoint_step, run_here, wait_for
+from tests.conftest import run_here
+from tests.reliability.conftest import latest_checkpoint_step, wait_for
 from tests.train.conftest import FAST, read_json, read_jsonl, train
 from tfyard.cli import main
 

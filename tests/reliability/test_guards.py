@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import run_here
+from tests.conftest import run_here
 from tests.train.conftest import FAST, read_json, read_jsonl
 from tfyard.cli import main
 

@@ -19,9 +19,8 @@ import pytest
 import tensorflow as tf
 
 import tfyard
-from tests.conftest import run_tfyard
+from tests.conftest import run_here, run_tfyard
 from tests.train.conftest import read_json, read_jsonl
-from tfyard.cli import main
 from tfyard.errors import UserError
 
 USER_CODE = Path(__file__).resolve().parents[2] / "user_code"
@@ -61,15 +60,6 @@ def user_imports(monkeypatch):
     forget_user_modules()
 
 
-def in_process(capfd, *argv) -> tuple[int, str, str]:
-    """`tfyard ARGV` run by `tfyard.cli.main` here: its status, stdout and stderr (the
-    file descriptors', so TensorFlow's own lines would show too)."""
-    capfd.readouterr()
-    status = main([str(arg) for arg in argv])
-    out, err = capfd.readouterr()
-    return status, out, err
-
-
 # Each model once, on one device or two mirrored replicas: MobileNet's batch norm and the
 # compiled model's own metrics across replicas; the convnet on one device. Every model also
 # trains all-reduce (killed and resumed in tests/reliability/test_faults.py, MobileNet on
@@ -83,14 +73,10 @@ def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, capfd,
     argv = ["train", "--model", f"{MODELS}:{name}", *SMALL, "--output_dir", out,
             "--work_dir", digits_work, "--cpu_replicas", replicas,
             *(["--ds", "mirrored"] if replicas > 1 else []), "--label_smoothing", "0.1"]
-    if replicas > 1:
-        result = run_tfyard(*argv)
-        status, stdout, stderr = result.returncode, result.stdout, result.stderr
-    else:
-        status, stdout, stderr = in_process(capfd, *argv)
-    assert status == 0, stderr[-3000:]
+    result = run_tfyard(*argv) if replicas > 1 else run_here(capfd, *argv)
+    assert result.returncode == 0, result.stderr[-3000:]
     # a compiled model trains with its own loss: the recipe's flags are named as ignored
-    assert ("ignored: --label_smoothing" in stdout) == (name == "compiled")
+    assert ("ignored: --label_smoothing" in result.stdout) == (name == "compiled")
     summary = read_json(out / "summary.json")
     assert summary["model"] == f"{MODELS}:{name}" and summary["replicas"] == replicas
     assert summary["strategy"] == ("one_device" if replicas == 1 else "mirrored")
@@ -102,9 +88,10 @@ def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, capfd,
     if name == "compiled":
         assert summary["optimizer"] == "Adam"   # trained with the optimizer it was compiled with
     forget_user_modules()   # evaluate imports the module run.json names itself
-    status, stdout, stderr = in_process(capfd, "evaluate", "--output_dir", out, "--export")
-    assert status == 0, stderr[-2000:]
-    assert json.loads(stdout)["source"] == str(out / "export" / "model.keras"), stdout
+    result = run_here(capfd, "evaluate", "--output_dir", out, "--export")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["source"] == str(out / "export" / "model.keras"), \
+        result.stdout
     served = tf.saved_model.load(str(out / "export" / "saved_model"))
     images = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
     probabilities = served.serve(tf.constant(images))["probabilities"].numpy()
@@ -192,11 +179,8 @@ def test_bad_user_code_is_one_line_before_any_step(tmp_path, digits_work, capfd,
     line on a user's terminal, no TensorFlow log line."""
     argv = ["train", "--model", reference, *SMALL, "--output_dir", tmp_path / "out",
             "--work_dir", digits_work, "--image_size", "16"]
-    if reference.endswith(":one_hot_loss"):
-        result = run_tfyard(*argv)
-        status, stderr = result.returncode, result.stderr
-    else:
-        status, _, stderr = in_process(capfd, *argv)
+    result = run_tfyard(*argv) if reference.endswith(":one_hot_loss") else run_here(capfd, *argv)
+    status, stderr = result.returncode, result.stderr
     assert status == 2, stderr[-2000:]
     assert "Traceback" not in stderr and expected in stderr, stderr
     assert len(stderr.strip().splitlines()) == 1, stderr
@@ -225,7 +209,8 @@ def test_a_dataset_itself_and_an_input_fn_without_context_are_inputs(tmp_path, c
                          output_dir=str(tmp_path / "out"), num_gpus="0", quiet=True,
                          export=False, jit_compile=False)
     assert summary["final_step"] == 4 and summary["eval"]["top1"] >= 0, summary
-    status, _, stderr = in_process(capfd, "evaluate", "--output_dir", tmp_path / "out")
+    refused = run_here(capfd, "evaluate", "--output_dir", tmp_path / "out")
+    status, stderr = refused.returncode, refused.stderr
     assert status == 2 and "that `tfyard evaluate` cannot import" in stderr \
         and "Traceback" not in stderr, stderr   # not importable
     with pytest.raises(UserError, match="data is a tuple; give .*from_tensor_slices"):
