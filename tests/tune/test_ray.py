@@ -1,5 +1,6 @@
-"""`tfyard tune --on ray` on a local Ray (127.0.0.1, 2 CPUs): each stand-in trial a
-`tfyard launch ray` gang of two members (one trial: each costs a launcher's start), the study read back with Optuna's own API."""
+"""`tfyard tune --on ray` on a local Ray (127.0.0.1, 2 CPUs): a stand-in trial as a
+`tfyard launch ray` gang of two members (one trial: each costs a launcher's start), the
+study read back with Optuna's own API."""
 
 from __future__ import annotations
 
