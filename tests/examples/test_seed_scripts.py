@@ -51,9 +51,9 @@ def test_imagenet_main_classic_flags(tmp_path, capsys):
                           "validation": [[1, 2, 3, 4]]})
     out = tmp_path / "out"
     script_here(capsys, "imagenet_main.py", f"--data_dir={data}", f"--output-dir={out}",
-                "--train-batch-size=8", "--resnet_size=50", "--image_size=32", *SMALL)
+                "--train-batch-size=8", "--resnet_size=18", "--image_size=32", *SMALL)
     summary = read_json(out / "summary.json")
-    assert summary["model"] == "resnet50" and summary["dataset"] == "imagenet"
+    assert summary["model"] == "resnet18" and summary["dataset"] == "imagenet"
     assert summary["global_batch"] == 8 and summary["final_step"] == 4
     assert summary["num_classes"] == 1000
 
