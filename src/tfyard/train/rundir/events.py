@@ -18,7 +18,6 @@ import glob
 import os
 import struct
 
-from tfyard.replace import replacing_file
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import EVENTS
 
@@ -28,11 +27,9 @@ HEADER = 12   # a record: length (8 bytes), its checksum (4), the data, the data
 def keep_latest(folder: str, start: int) -> None:
     """Rewrite the events files in `folder` whole without the values of a step after `start`
     and without a value that a later event of the same tag and step replaces."""
-    from tensorflow.core.util import event_pb2
-
-    paths = sorted(files_for(folder).matching(os.path.join(glob.escape(folder), EVENTS + "*")))
-    read = {path: [(raw, event_pb2.Event.FromString(raw[HEADER:-4]))
-                   for raw in _records(path)] for path in paths}
+    files = files_for(folder)
+    paths = sorted(files.matching(os.path.join(glob.escape(folder), EVENTS + "*")))
+    read = {path: _events(files.read_from(path, 0)) for path in paths}
     latest: dict = {}
     for records in read.values():
         for _, event in records:
@@ -42,8 +39,7 @@ def keep_latest(folder: str, start: int) -> None:
     for path, records in read.items():
         kept = [raw for raw, event in records if _kept(event, start, latest)]
         if len(kept) < len(records):
-            with replacing_file(path, "wb") as handle:
-                handle.write(b"".join(kept))
+            files.write_whole(path, b"".join(kept))
 
 
 def _key(event) -> tuple | None:
@@ -58,18 +54,22 @@ def _kept(event, start: int, latest: dict) -> bool:
     return key is None or (event.step <= start and event.wall_time >= latest[key])
 
 
-def _records(path: str) -> list[bytes]:
-    """The whole records of the TFRecord file `path`, each with its framing."""
-    import tensorflow as tf
+def _events(data: bytes) -> list[tuple]:
+    """The whole records of an events file's `data`, each with its framing, and its event;
+    up to one torn or garbled."""
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.util import event_pb2
 
-    with tf.io.gfile.GFile(path, "rb") as handle:
-        data = handle.read()
     records, offset = [], 0
     while offset + HEADER <= len(data):
         length, = struct.unpack_from("<Q", data, offset)
         end = offset + HEADER + length + 4
         if end > len(data):
             break
-        records.append(data[offset:end])
+        try:
+            event = event_pb2.Event.FromString(data[offset + HEADER:end - 4])
+        except DecodeError:
+            break
+        records.append((data[offset:end], event))
         offset = end
     return records
