@@ -3,7 +3,8 @@ second. It reads --output_dir, --learning_rate, --epochs, --eval_every_epochs an
 --pause_at_step, writes eval reports to metrics.jsonl (top1 grows fastest at learning_rate
 0.1) and, like train, keeps its state (step, top1) in checkpoints/ at each report and resumes
 from it, stops at --pause_at_step with exit 143 (at once when resumed there), saves and
-exits 143 on SIGTERM, and fails as told by env:
+exits 143 on SIGTERM; as one member of several (TF_CONFIG), only worker 0 writes the run, as
+train's chief does. It fails as told by env:
 STAND_IN_FAIL_ABOVE=LR exits 1 for a learning rate above LR; STAND_IN_STEP_S slows a step."""
 
 import argparse
@@ -12,6 +13,7 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import time
 
 STEPS_PER_EPOCH = 100
@@ -27,6 +29,10 @@ signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 if args.learning_rate > float(os.environ.get("STAND_IN_FAIL_ABOVE", "inf")):
     print("stand-in: learning rate too high, the loss diverged")
     sys.exit(1)
+task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+print(f"stand-in: member {task.get('type', 'worker')}:{task.get('index', 0)}")
+if task.get("index", 0):   # another member: a private directory, as train's non-chief
+    args.output_dir = tempfile.mkdtemp()
 os.makedirs(os.path.join(args.output_dir, "checkpoints"), exist_ok=True)
 path = os.path.join(args.output_dir, "metrics.jsonl")
 saved = os.path.join(args.output_dir, "checkpoints", "state.json")

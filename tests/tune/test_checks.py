@@ -59,6 +59,10 @@ def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
     (["--scheduler", "pbt"], "--scheduler pbt needs --pbt_interval STEPS"),
     (["--pbt_interval", "10"], "--pbt_interval is for --scheduler pbt"),
     (["--scheduler", "pbt", "--pbt_interval", "10"], "give --trials and --parallel the same"),
+    (["--workers", "2"], "--workers is for --on ray; add --on ray or drop it"),
+    (["--on", "ray", "--scheduler", "pbt", "--pbt_interval", "10"],
+     "--scheduler pbt runs on this machine only"),
+    (["--on", "ray", "--cpus_per_member", "0"], "argument --cpus_per_member: 0 must be > 0"),
 ])
 def test_a_wrong_command_line_is_named(tmp_path, capsys, argv, words):
     err = _refusal(tmp_path, capsys, *argv)
@@ -83,6 +87,6 @@ def test_help_names_every_flag():
     result = run_tfyard("tune", "--help")
     for flag in ("--space", "--metric", "--mode", "--trials", "--parallel", "--sampler",
                  "--scheduler", "--pbt_interval", "--storage", "--seed", "--timeout",
-                 "--max_failures",
-                 "--output_dir", "TRAIN OPTIONS"):
+                 "--max_failures", "--on", "--address", "--workers", "--cpus_per_member",
+                 "--gpus_per_member", "--output_dir", "TRAIN OPTIONS"):
         assert flag in result.stdout

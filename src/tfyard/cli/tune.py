@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from tfyard import platform
-from tfyard.flags.declared import flag_type, nonnegative_int, positive_float, positive_int
+from tfyard.flags.declared import (
+    flag_type,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 from tfyard.train.options import add_option_arguments
 from tfyard.tune.checked import MODES
 from tfyard.tune.study import SAMPLERS, SCHEDULERS
@@ -64,6 +70,24 @@ def register(commands) -> None:
     tune.add_argument("--max_failures", type=flag_type(nonnegative_int), default=2,
                       metavar="K", help="failed trials (a crash, divergence) this run of tune "
                       "tolerates before it stops (default: 2)")
+    ray = tune.add_argument_group(
+        "on a Ray cluster", "--on ray: each trial is a `tfyard launch ray` of its train "
+        "command, one Ray actor a member (--workers of them in one placement group), joining "
+        "the cluster at --address, else RAY_ADDRESS, a Ray started on this machine, or a local "
+        "Ray started for the study. The search itself, and the study's storage, stay here; "
+        "the workers write DIR/trials/NNNN, so across machines DIR must be a bucket or a "
+        "shared file system")
+    ray.add_argument("--on", choices=("local", "ray"), default="local",
+                     help="where the trials run (default: this machine)")
+    ray.add_argument("--address", help="the Ray cluster HEAD:PORT to join")
+    ray.add_argument("--workers", type=flag_type(positive_int), default=1, metavar="N",
+                     help="members a trial trains on, all-reduce, placed as a gang "
+                     "(default: 1)")
+    ray.add_argument("--cpus_per_member", type=flag_type(positive_float), default=1.0,
+                     metavar="C", help="CPUs each member reserves, and its TensorFlow op "
+                     "threads (default: 1; a node's CPU count runs one trial a node)")
+    ray.add_argument("--gpus_per_member", type=flag_type(nonnegative_float), default=0.0,
+                     metavar="G", help="GPUs each member reserves (default: 0)")
     platform.add_platform_flag(tune, "output_dir", required=True, help="the study's "
                                "directory: trials/, logs/, study.db, tune.json, trials.csv, "
                                "tune.png")

@@ -15,8 +15,9 @@ from tfyard.storage import scheme_of
 
 PAYLOAD_MODULE = "tfyard.launch.context"
 # Driver environment that members also get, wherever their executor or actor runs: these
-# names, and MLflow's settings (a tracked run's chief logs from its executor or actor).
-PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL")
+# names (TensorFlow's op threads: a member's share of its node, as tune sets it), and MLflow's
+# settings (a tracked run's chief logs from its executor or actor).
+PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTRAOP_THREADS")
 PASS_PREFIXES = ("MLFLOW_",)
 
 

@@ -18,7 +18,9 @@ def tune(model=None, data=None, *, space, metric: str, mode: str, trials: int,
          output_dir: str, parallel: int = 1, sampler: str = "tpe", scheduler: str = "none",
          pbt_interval: int | None = None, storage: str | None = None,
          study_name: str | None = None, seed: int | None = None, timeout: float | None = None,
-         max_failures: int = 2, train_argv=(), **options) -> dict:
+         max_failures: int = 2, on: str = "local", address: str | None = None,
+         workers: int = 1, cpus_per_member: float = 1.0, gpus_per_member: float = 0.0,
+         train_argv=(), **options) -> dict:
     """Run (or continue) the study `tfyard tune` runs with the same settings, and return its
     summary (tune.json's content). Every wrong input is a UserError, worded as the CLI's.
 
@@ -29,7 +31,8 @@ def tune(model=None, data=None, *, space, metric: str, mode: str, trials: int,
         data: likewise for the dataset (train's `--dataset`).
         space: a mapping, as the YAML/JSON space file holds it, or that file's path.
         metric, mode, trials, output_dir, parallel, sampler, scheduler, pbt_interval,
-            storage, study_name, seed, timeout, max_failures: tune's flags of those names.
+            storage, study_name, seed, timeout, max_failures, on, address, workers,
+            cpus_per_member, gpus_per_member: tune's flags of those names.
         train_argv: `tfyard train` flags every trial shares, e.g. `["--epochs", "4"]`.
         **options: train options by their Python names (`epochs=4`, `batch_size=64`),
             shared by every trial as `train_argv` is.
@@ -41,7 +44,9 @@ def tune(model=None, data=None, *, space, metric: str, mode: str, trials: int,
     return run(search(space, metric, mode, trials, output_dir, parallel=parallel,
                       sampler=sampler, scheduler=scheduler, pbt_interval=pbt_interval,
                       storage=storage, study_name=study_name, seed=seed, timeout=timeout,
-                      max_failures=max_failures, train_argv=argv))
+                      max_failures=max_failures, on=on, address=address, workers=workers,
+                      cpus_per_member=cpus_per_member, gpus_per_member=gpus_per_member,
+                      train_argv=argv))
 
 
 callable_package(__name__, tune)

@@ -18,18 +18,21 @@ MODES = ("max", "min")
 # tune's own settings, by the names of its flags; everything else is a train option
 SETTINGS = ("space", "metric", "mode", "trials", "output_dir", "parallel", "sampler",
             "scheduler", "pbt_interval", "storage", "study_name", "seed", "timeout",
-            "max_failures")
+            "max_failures", "on", "address", "workers", "cpus_per_member", "gpus_per_member")
 
 
 def search(space, metric: str, mode: str, trials: int, output_dir: str, *, parallel: int = 1,
            sampler: str = "tpe", scheduler: str = "none", pbt_interval: int | None = None,
            storage: str | None = None, study_name: str | None = None, seed: int | None = None,
-           timeout: float | None = None, max_failures: int = 2, train_argv=()):
+           timeout: float | None = None, max_failures: int = 2, on: str = "local",
+           address: str | None = None, workers: int = 1, cpus_per_member: float = 1.0,
+           gpus_per_member: float = 0.0, train_argv=()):
     """The checked search: `space` a mapping or a YAML/JSON file, the rest as `tfyard tune`'s
     flags of the same names, `train_argv` the `tfyard train` flags every trial shares."""
     from tfyard import tracking
     from tfyard.runfiles.files import LocalFiles
     from tfyard.storage import in_bucket
+    from tfyard.tune import onray
     from tfyard.tune import study as studies
     from tfyard.tune.search import Search
     from tfyard.tune.space import option_argv, read_space
@@ -38,6 +41,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
                     scheduler=scheduler, pbt_interval=pbt_interval, seed=seed,
                     timeout=timeout, max_failures=max_failures)
     measured = studies.metric(metric)
+    ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member, scheduler)
     if in_bucket(output_dir, "--output_dir"):
         raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
                         "can share; SQLite cannot live in a bucket)" if not storage else
@@ -61,7 +65,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     studies.import_optuna()
     LocalFiles().make_directory(output_dir)
     studies.open_storage(storage)
-    threads = _split(parallel)
+    threads = _split(parallel) if ray is None else ray.threads   # Ray: checked as it starts
     return Search(
         space=params, metric=measured, direction="maximize" if mode == "max" else "minimize",
         trials=trials, output_dir=output_dir, train_argv=train_argv, storage=storage,
@@ -71,7 +75,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
         tracking=tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                    shared.mlflow_optional),
         fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
-        pbt_interval=pbt_interval)
+        pbt_interval=pbt_interval, ray=ray)
 
 
 def _check_settings(**settings) -> None:

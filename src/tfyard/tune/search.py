@@ -11,7 +11,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
@@ -20,6 +20,7 @@ from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import Settings
 from tfyard.tune import pbt
 from tfyard.tune import study as studies
+from tfyard.tune.onray import RayTrials
 from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
@@ -52,6 +53,7 @@ class Search:
     evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_epochs)
     epochs: float | None = None     # a trial's length unless the space searches it
     pbt_interval: int | None = None  # --scheduler pbt: steps between exploit/explore rounds
+    ray: RayTrials | None = None    # --on ray: each trial a `launch ray` on that cluster
 
     def grid(self) -> dict | None:
         return {p.name: list(p.values) for p in self.space if p.kind} \
@@ -59,7 +61,15 @@ class Search:
 
 
 def run(search: Search) -> dict:
-    """Run the study to --trials finished or pruned trials; returns tune.json's content."""
+    """Run the study to --trials finished or pruned trials; returns tune.json's content.
+    With --on ray, inside one Ray session: the trials' launchers join its cluster."""
+    if search.ray is None:
+        return _run(search)
+    with search.ray.session(search.parallel) as joined:
+        return _run(replace(search, ray=joined))
+
+
+def _run(search: Search) -> dict:
     optuna = studies.import_optuna()
     states = optuna.trial.TrialState
     study = optuna.create_study(
@@ -208,6 +218,8 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         command += ["--seed", str(search.seed)]
     if population:
         command += ["--pause_at_step", str(population.pause(study))]
+    if search.ray:
+        command = search.ray.command(command)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if search.threads:
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads

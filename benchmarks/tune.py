@@ -1,0 +1,134 @@
+"""`tfyard tune`: ASHA against the exhaustive grid, the study's overhead, parallel trials.
+
+Three parts, each runnable alone (`--parts asha overhead parallel`), all on the bundled
+digits with a CIFAR ResNet (`cifar_resnet8`, 16x16 images, no XLA: small on purpose):
+
+- asha: the grid of learning rate x weight decay x batch size (3 x 3 x 2 = 18 points), every
+  point trained to the end, against TPE with Optuna's SuccessiveHalvingPruner
+  (`--scheduler asha`) over the same choices, for 3 study seeds. Prints each study's best
+  validation top-1 and the training steps it spent (each trial's last step, summed), then
+  ASHA's mean best against the grid's best and ASHA's mean steps as a share of the grid's.
+  Steps and accuracies do not depend on the machine's load.
+- overhead: a study of 4 trials at --parallel 2; everything outside the trials' own training
+  (process start-up, TensorFlow import, model build, study I/O, scheduling) is the study's
+  wall time less the trials' own `wall_time_sec` (summary.json), per slot:
+  1 - sum(wall_time_sec) / (2 x wall time).
+- parallel: one trial using the whole machine against two at --parallel 2 (the cores split
+  between them): the summed `mean_images_per_sec` of the two over the one's.
+The timing parts (overhead, parallel) mean something only on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+GRID = {"learning_rate": {"choice": [0.02, 0.1, 0.4]},
+        "weight_decay": {"choice": [0.00001, 0.0001, 0.001]},
+        "batch_size": {"choice": [32, 64]}}
+TRAIN = {"model": "cifar_resnet8", "dataset": "digits", "image_size": 16, "num_gpus": 0,
+         "steps_per_loop": 5, "quiet": True, "jit_compile": False, "export": False}
+SETTINGS = {"metric": "validation/top1", "mode": "max", "parallel": 2}
+
+
+def study(output_dir: str, space: dict, trials: int, epochs: float, **settings) -> dict:
+    """Run one study; tune.json's content with the training steps its trials spent and the
+    wall time, plus each trial's own summary.json (None for a pruned trial)."""
+    import tfyard
+
+    started = time.monotonic()
+    summary = tfyard.tune(space=space, trials=trials, output_dir=output_dir, epochs=epochs,
+                          **{**SETTINGS, **settings}, **TRAIN)
+    wall = time.monotonic() - started
+    runs = [os.path.join(output_dir, "trials", name)
+            for name in sorted(os.listdir(os.path.join(output_dir, "trials")))]
+    return {**summary, "wall_s": wall, "steps": sum(map(last_step, runs)),
+            "runs": [read_json(os.path.join(run, "summary.json")) for run in runs]}
+
+
+def last_step(run_dir: str) -> int:
+    """The last training step a run reached: its last report in metrics.jsonl."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as stream:
+        steps = [json.loads(line)["step"] for line in stream if line.strip()]
+    return max(steps, default=0)
+
+
+def read_json(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    with open(path) as stream:
+        return json.load(stream)
+
+
+def asha(root: str, args) -> None:
+    grid = study(os.path.join(root, "grid"), GRID, 18, args.epochs, sampler="grid", seed=0)
+    print(f"grid: 18 points, best validation top-1 {grid['best_value']:.4f} "
+          f"({grid['best_params']}), {grid['steps']} training steps, {grid['wall_s']:.0f} s",
+          flush=True)
+    bests, steps = [], []
+    for seed in args.seeds:
+        found = study(os.path.join(root, f"asha-{seed}"), GRID, args.asha_trials, args.epochs,
+                      scheduler="asha", seed=seed)
+        bests.append(found["best_value"])
+        steps.append(found["steps"])
+        print(f"asha seed {seed}: {args.asha_trials} trials ({found['trials']['pruned']} "
+              f"pruned), best {found['best_value']:.4f} ({found['best_params']}), "
+              f"{found['steps']} steps ({found['steps'] / grid['steps']:.1%} of the grid's), "
+              f"{found['wall_s']:.0f} s", flush=True)
+    gap = 100 * (grid["best_value"] - statistics.mean(bests))
+    share = statistics.mean(steps) / grid["steps"]
+    print(f"asha: mean best {statistics.mean(bests):.4f} over seeds {args.seeds}, "
+          f"{gap:+.2f} points below the grid's best {grid['best_value']:.4f} (bound 0.5); "
+          f"mean steps {statistics.mean(steps):.0f} = {share:.1%} of the grid's "
+          f"{grid['steps']} (bound 35 %)", flush=True)
+
+
+def overhead(root: str, args) -> None:
+    space = {"learning_rate": {"loguniform": [0.02, 0.4]}}
+    found = study(os.path.join(root, "overhead"), space, 4, args.epochs * 2, seed=0)
+    trained = sum(run["wall_time_sec"] for run in found["runs"])
+    share = 1 - trained / (SETTINGS["parallel"] * found["wall_s"])
+    print(f"overhead: 4 trials at --parallel 2 in {found['wall_s']:.1f} s, their own "
+          f"training {trained:.1f} s; outside training {share:.1%} of the wall time "
+          "(bound 10 %)", flush=True)
+
+
+def parallel(root: str, args) -> None:
+    space = {"learning_rate": 0.1}
+    one = study(os.path.join(root, "one"), space, 1, args.epochs * 2, parallel=1, seed=0)
+    two = study(os.path.join(root, "two"), {"learning_rate": {"choice": [0.1, 0.1001]}}, 2,
+                args.epochs * 2, sampler="grid", seed=0)
+    alone = one["runs"][0]["mean_images_per_sec"]
+    shared = sum(run["mean_images_per_sec"] for run in two["runs"])
+    print(f"parallel: one trial on the whole machine {alone:.0f} images/s; two at "
+          f"--parallel 2 {shared:.0f} images/s together; {shared / alone:.2f}x (bound 0.9x)",
+          flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", choices=("asha", "overhead", "parallel"),
+                        default=["asha", "overhead", "parallel"])
+    parser.add_argument("--epochs", type=float, default=2.0,
+                        help="each trial's epochs (asha); overhead and parallel train twice "
+                        "as long")
+    parser.add_argument("--asha_trials", type=int, default=12, help="trials an ASHA study runs")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3],
+                        help="ASHA study seeds")
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    with tempfile.TemporaryDirectory(prefix="tfyard-bench-tune-") as root:
+        for part in ("asha", "overhead", "parallel"):
+            if part in args.parts:
+                {"asha": asha, "overhead": overhead, "parallel": parallel}[part](root, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
