@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,18 @@ def bash(text: str) -> str:
     return result.stdout
 
 
+def run_python(body: str) -> None:
+    """`exec` a Python block as `python -c` runs it: as `__main__`, a module with no file
+    (so a function it defines is named as `python -c` names it, not by pytest's file)."""
+    module = types.ModuleType("__main__")
+    kept = sys.modules["__main__"]
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(body, "<string>", "exec"), module.__dict__)
+    finally:
+        sys.modules["__main__"] = kept
+
+
 def run_block(lang: str, body: str) -> str:
     """Run one block as written in this directory (see the module's docstring); what it
     printed."""
@@ -102,7 +115,7 @@ def run_block(lang: str, body: str) -> str:
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         if lang == "python":
-            exec(compile(body, "<block>", "exec"), {"__name__": "__main__"})
+            run_python(body)
         for step in shell_steps(body) if lang == "sh" else []:
             if isinstance(step, str):
                 printed.write(bash(step))
