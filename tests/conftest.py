@@ -138,6 +138,12 @@ def experiment() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
+# The one trained image-folder run and its photos (tests/predict/conftest.py) for every test
+# outside tests/predict that scores, serves or tracks one: registered here once, as each
+# module importing them would train its own.
+from tests.predict.conftest import folder, run  # noqa: E402, F401
+
+
 @pytest.fixture(scope="session")
 def digits_work(tmp_path_factory) -> Path:
     """One materialised copy of the digits TFRecords shared by every training test."""
