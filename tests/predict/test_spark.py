@@ -95,7 +95,8 @@ def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_pa
     env = {k: v for k, v in os.environ.items()
            if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.VERBOSE_ENV)}
     done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir", str(run),
-                           str(few), "--on", "spark", "--output", str(tmp_path / "rows")],
+                           str(few), "--on", "spark", "--workers", "1", "--output",
+                           str(tmp_path / "rows")],   # one worker: one TensorFlow to start
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
     assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr
@@ -134,8 +135,9 @@ def test_workers_without_tfyard_are_one_line(spark, run, tmp_path, monkeypatch):
 
 def test_a_workers_refusal_is_one_line_in_a_fresh_process(old_export, few, tmp_path):
     done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir",
-                           str(old_export), str(few), "--on", "spark", "--output",
-                           str(tmp_path / "rows")], capture_output=True, text=True, timeout=600)
+                           str(old_export), str(few), "--on", "spark", "--workers", "1",
+                           "--output", str(tmp_path / "rows")],
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1] == (
         f"tfyard: error: {old_export} was exported by a tfyard without prediction support (no "
