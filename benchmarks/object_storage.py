@@ -9,7 +9,10 @@ Starts moto's S3 server on 127.0.0.1 (the test server: it shares this machine's 
 2. training: `tfyard train` with `--output_dir s3://...` against a local output dir, the same
    flags, checkpoints every 50 steps, in alternated pairs; the step rate is each run's
    `mean_images_per_sec`, and each run's last quarter and its tail (last report to exit:
-   the final flush) are timed too, to tell a slower step from a slower end.
+   the final flush) are timed too, to tell a slower step from a slower end; and where each
+   run's CPU went (`cpu_probe.py`: the threads that upload, an upper bound on their GIL
+   hold) with the store server's and what was uploaded, figures a busy machine leaves
+   alone.
 
 Prints each rate and its ratio to its baseline (training: the median over pairs).
 """
@@ -59,18 +62,31 @@ class Run:
     wall: float        # the whole process, start-up to exit
     last_rate: float   # images/s over the last quarter of the reports
     tail: float        # seconds from the last report to the exit (final flush included)
+    cpu: dict          # where the process's CPU went (`cpu_probe`), and the store server's
 
 
-def train_run(output_dir: str, copy: str, work: str, steps: int, flags: list[str]) -> Run:
+def server_seconds(server: subprocess.Popen) -> float:
+    """The CPU seconds the store's server has used so far."""
+    with open(f"/proc/{server.pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return sum(map(int, fields[11:15])) / os.sysconf("SC_CLK_TCK")
+
+
+def train_run(output_dir: str, copy: str, work: str, steps: int, flags: list[str],
+              server: subprocess.Popen) -> Run:
     """`tfyard train` into `output_dir` (its files read from `copy`, the local one for a
     bucket), ResNet-20 on digits, checkpoints every 50 steps, then `flags`."""
-    command = [sys.executable, "-m", "tfyard", "train", "--model", "cifar_resnet20",
+    probe = os.path.join(work, "cpu.json")
+    command = [sys.executable, os.path.join(os.path.dirname(__file__), "cpu_probe.py"), probe,
+               "-m", "tfyard", "train", "--model", "cifar_resnet20",
                "--dataset", "digits", "--num_gpus", "0", "--seed", "1", "--quiet",
                "--train_steps", str(steps), "--checkpoint_every_steps", "50", "--no_export",
                "--output_dir", output_dir, "--work_dir", work, *flags]
-    started = time.time()
+    served, started = server_seconds(server), time.time()
     subprocess.run(command, check=True)
     ended = time.time()
+    with open(probe) as handle:
+        cpu = {**json.load(handle), "server": server_seconds(server) - served}
     with open(os.path.join(copy, "summary.json")) as handle:
         summary = json.load(handle)
     rate, batch = summary["mean_images_per_sec"], summary["global_batch"]
@@ -78,10 +94,32 @@ def train_run(output_dir: str, copy: str, work: str, steps: int, flags: list[str
         train = [r for r in map(json.loads, handle) if r["kind"] == "train"]
     last = train[-len(train) // 4 - 1:]
     last_rate = (last[-1]["step"] - last[0]["step"]) * batch / (last[-1]["time"] - last[0]["time"])
-    return Run(rate, ended - started, last_rate, ended - train[-1]["time"])
+    return Run(rate, ended - started, last_rate, ended - train[-1]["time"], cpu)
 
 
-def train_pairs(root: str, pairs: int, steps: int, flags: list[str]) -> None:
+def upload_seconds(run: Run) -> float:
+    """CPU seconds of the threads that upload (the publisher, boto3's transfer pools, the
+    lease's renewals): an upper bound on the time they held the GIL."""
+    return sum(seconds for name, seconds in run.cpu["threads"].items()
+               if name.startswith(("tfyard-publish", "ThreadPoolExecutor", "tfyard-lease")))
+
+
+def cpu_line(run: Run) -> str:
+    """Where a run's CPU went (the process, its main thread, the threads that upload) and the
+    store server's; what was uploaded (checkpoint files apart)."""
+    uploads = run.cpu["uploads"]
+    saves = [figure for name, figure in uploads.items() if name.startswith("ckpt-")]
+    others = [figure for name, figure in uploads.items() if not name.startswith("ckpt-")]
+    return (f"CPU s: process {run.cpu['process']:.1f}, main thread "
+            f"{run.cpu['threads']['main']:.1f}, uploading threads {upload_seconds(run):.2f}, "
+            f"the store's server {run.cpu['server']:.2f}; uploads: {len(saves)} checkpoint files"
+            f" {sum(f['bytes'] for f in saves) / 1e6:.1f} MB, "
+            f"{sum(f['calls'] for f in others)} others {sum(f['bytes'] for f in others) / 1e6:.2f}"
+            " MB")
+
+
+def train_pairs(root: str, pairs: int, steps: int, flags: list[str],
+                server: subprocess.Popen) -> None:
     """`pairs` local and bucket runs, alternated (who goes first swaps each pair: drift on a
     shared machine falls on both); each figure the median over pairs of the ratio within."""
     runs: dict[str, list[Run]] = {"local": [], "s3": []}
@@ -93,7 +131,8 @@ def train_pairs(root: str, pairs: int, steps: int, flags: list[str]) -> None:
             else:
                 out = f"s3://{BUCKET}/run-{pair}"
                 copy = os.path.join(work, "bucket-runs", "s3", BUCKET, f"run-{pair}")
-            runs[side].append(train_run(out, copy, work, steps, flags))
+            runs[side].append(train_run(out, copy, work, steps, flags, server))
+            print(f"  {side}: {cpu_line(runs[side][-1])}", flush=True)
         local, bucket = runs["local"][-1], runs["s3"][-1]
         print(f"pair {pair + 1}: local {local.rate:.0f} images/s (last quarter "
               f"{local.last_rate:.0f}, {local.wall:.1f} s, tail {local.tail:.1f} s); s3:// "
@@ -108,6 +147,11 @@ def train_pairs(root: str, pairs: int, steps: int, flags: list[str]) -> None:
           f"local): step rate {median(lambda r: r.rate):.3f}x (target >= 0.97), last quarter's "
           f"rate {median(lambda r: r.last_rate):.3f}x, wall time {median(lambda r: r.wall):.3f}x,"
           f" tail {median(lambda r: r.tail):.2f}x")
+    bucket = runs["s3"]
+    print(f"bucket runs' upload work (median): uploading threads "
+          f"{statistics.median(map(upload_seconds, bucket)):.2f} CPU s and the store's server "
+          f"{statistics.median(r.cpu['server'] for r in bucket):.2f} CPU s, against the "
+          f"process's {statistics.median(r.cpu['process'] for r in bucket):.1f} CPU s")
 
 
 def read_input(client, root: str, args) -> None:
@@ -165,7 +209,8 @@ def main() -> None:
             if "input" in args.parts:
                 read_input(client, root, args)
             if "training" in args.parts:
-                train_pairs(root, args.pairs, args.train_steps, args.train_flags.split())
+                train_pairs(root, args.pairs, args.train_steps, args.train_flags.split(),
+                            server)
     finally:
         stop(server)
 

@@ -16,13 +16,59 @@ import tensorflow as tf
 
 from tfyard import compat
 
+# What each fresh process prints last: whether oneDNN is on, which TensorFlow reads from
+# TF_ENABLE_ONEDNN_OPTS once per process (so each value needs a process of its own).
+ONEDNN = "print(compat.onednn_enabled())"
 
-def _run(code: str) -> str:
-    """Run `code` in a fresh process (it connects to a cluster, which a process does once)."""
+
+def _run(code: str, onednn: str) -> list[str]:
+    """Run `code` in a fresh process (it connects to a cluster, which a process does once)
+    with TF_ENABLE_ONEDNN_OPTS=`onednn`; the lines it printed."""
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=300, env={**os.environ,
+                                                      "TF_ENABLE_ONEDNN_OPTS": onednn})
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.strip()
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def parameter_servers() -> list[str]:
+    """A fresh process (oneDNN switched off) that counts a parameter-server strategy's
+    workers, then says whether oneDNN is on."""
+    return _run("""
+        import tensorflow as tf
+        from tfyard import compat
+        from tfyard.launch.ports import reserved_ports
+
+        with reserved_ports(3) as ports:
+            jobs = {"worker": [f"127.0.0.1:{p}" for p in ports[:2]],
+                    "ps": [f"127.0.0.1:{ports[2]}"]}
+            spec = tf.train.ClusterSpec(jobs)
+            servers = [tf.distribute.Server(spec, job, i, protocol="grpc")
+                       for job in jobs for i in range(len(jobs[job]))]
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, rpc_layer="grpc")
+        print(compat.worker_count(tf.distribute.experimental.ParameterServerStrategy(resolver)))
+        """ + ONEDNN, "0")
+
+
+@pytest.fixture(scope="module")
+def barrier() -> list[str]:
+    """A fresh process (oneDNN forced on) that waits at a barrier of a one-worker cluster,
+    then says whether oneDNN is on."""
+    return _run("""
+        import json, os
+        import tensorflow as tf
+        from tfyard import compat
+        from tfyard.launch.ports import reserved_ports
+
+        with reserved_ports(1) as (port,):
+            os.environ["TF_CONFIG"] = json.dumps({
+                "cluster": {"worker": [f"127.0.0.1:{port}"]},
+                "task": {"type": "worker", "index": 0}})
+            tf.distribute.MultiWorkerMirroredStrategy()
+        compat.wait_at_barrier("end", 5000)
+        print("passed")
+        """ + ONEDNN, "1")
 
 
 def test_all_layers_reaches_nested_models_once():
@@ -41,21 +87,8 @@ def test_uses_renorm_is_the_layers_setting_and_false_before_keras_has_one():
         assert compat.uses_renorm(keras.layers.BatchNormalization(renorm=True))
 
 
-def test_worker_count_of_a_parameter_server_strategy():
-    assert _run("""
-        import tensorflow as tf
-        from tfyard import compat
-        from tfyard.launch.ports import reserved_ports
-
-        with reserved_ports(3) as ports:
-            jobs = {"worker": [f"127.0.0.1:{p}" for p in ports[:2]],
-                    "ps": [f"127.0.0.1:{ports[2]}"]}
-            spec = tf.train.ClusterSpec(jobs)
-            servers = [tf.distribute.Server(spec, job, i, protocol="grpc")
-                       for job in jobs for i in range(len(jobs[job]))]
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, rpc_layer="grpc")
-        print(compat.worker_count(tf.distribute.experimental.ParameterServerStrategy(resolver)))
-        """) == "2"
+def test_worker_count_of_a_parameter_server_strategy(parameter_servers):
+    assert parameter_servers[0] == "2"
 
 
 def test_supports_no_merge_call_is_false_only_where_the_update_merges():
@@ -69,21 +102,8 @@ def test_wait_at_barrier_refuses_without_a_coordination_service():
         compat.wait_at_barrier("alone", 1000)
 
 
-def test_wait_at_barrier_returns_once_every_member_arrived():
-    assert _run("""
-        import json, os
-        import tensorflow as tf
-        from tfyard import compat
-        from tfyard.launch.ports import reserved_ports
-
-        with reserved_ports(1) as (port,):
-            os.environ["TF_CONFIG"] = json.dumps({
-                "cluster": {"worker": [f"127.0.0.1:{port}"]},
-                "task": {"type": "worker", "index": 0}})
-            tf.distribute.MultiWorkerMirroredStrategy()
-        compat.wait_at_barrier("end", 5000)
-        print("passed")
-        """) == "passed"
+def test_wait_at_barrier_returns_once_every_member_arrived(barrier):
+    assert barrier[0] == "passed"
 
 
 def _two_output_model():
@@ -129,14 +149,10 @@ def test_compiled_metrics_are_built_from_specs_and_named_as_fit_reports_them():
     assert compat.compiled_metrics(keras.Sequential([keras.layers.Dense(1)]), y, x) == {}
 
 
-def test_onednn_enabled_follows_tensorflows_switch():
-    code = "from tfyard import compat; print(compat.onednn_enabled())"
-    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"}, timeout=300)
-    forced = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}, timeout=300)
-    assert off.stdout.split()[-1] == "False"
-    assert forced.stdout.split()[-1] == "True"
+def test_onednn_enabled_follows_tensorflows_switch(parameter_servers, barrier):
+    """TF_ENABLE_ONEDNN_OPTS=0 turns it off, =1 on, whatever the CPU's default."""
+    assert parameter_servers[-1] == "False"
+    assert barrier[-1] == "True"
 
 
 def test_weight_positions_are_the_keys_of_keras_own_weight_files(tmp_path):

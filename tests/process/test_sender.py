@@ -3,8 +3,12 @@ queue), retries with doubling backoff after real failures, waking, and closing."
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
+
+import pytest
 
 from tests.process import until
 from tfyard.process.sender import Bounded, Newest, Sender, Timing
@@ -175,3 +179,17 @@ def test_every_round_runs_after_the_items():
     assert rounds.wait(10)
     assert sender.close(20)
     assert order[:2] == ["ckpt", "files"] and set(order[2:]) <= {"files"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority "
+                    "is Linux's")
+def test_a_nice_sender_sends_from_a_thread_of_lower_priority():
+    seen = []
+
+    def send(batch):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    sender = Sender(send, Newest(), FAST, "test-nice", nice=5)
+    sender.add("ckpt-1")
+    assert sender.close(20)
+    assert seen == [min(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + 5, 19)]

@@ -3,7 +3,9 @@ all-reduce member, to the launcher, and to a parameter-server chief; and a lost 
 
 Steps lost are measured: the step a run had reached when it stopped (its last metrics
 record) minus the step the next attempt resumed from. The checkpoint interval is far
-beyond the run, so a checkpoint at the stopping step can only be the SIGTERM save."""
+beyond the run, so a checkpoint at the stopping step can only be the SIGTERM save. The
+signalled runs are fresh processes; a rerun that only has to resume and finish goes through
+the CLI's `main` in the test's process (on one device, also after an all-reduce job)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import sys
 
 import pytest
 
+from tests.conftest import run_here
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import FAST, read_json, read_jsonl
 from tests.train.task.test_user_models import MODELS
@@ -68,8 +71,18 @@ def finish(proc, code=0) -> str:
     return output
 
 
+def resume_here(capture, output_dir, work_dir, steps=STEPS) -> str:
+    """Rerun `tfyard train` on output_dir in this process; it must finish; its stdout."""
+    rerun = run_here(capture, "train", *FAST, "--output_dir", output_dir, "--work_dir",
+                     work_dir, "--no_export", *steps)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    assert "Traceback" not in rerun.stderr, rerun.stderr[-4000:]
+    return rerun.stdout
+
+
 def test_sigterm_to_a_single_process_saves_where_it_stopped_and_loses_nothing(tmp_path,
-                                                                             digits_work):
+                                                                             digits_work,
+                                                                             capsys):
     proc = train_alone(tmp_path, digits_work)
     wait_for(lambda: len(train_steps(tmp_path)) >= 2, proc)
     proc.send_signal(signal.SIGTERM)
@@ -78,7 +91,7 @@ def test_sigterm_to_a_single_process_saves_where_it_stopped_and_loses_nothing(tm
     assert latest_checkpoint_step(tmp_path) == step == reached < 60  # 0 steps lost
     assert read_json(tmp_path / "summary.json")["stop_reason"] == "preempted"
     assert not (tmp_path / "export").exists()
-    finish(train_alone(tmp_path, digits_work))
+    resume_here(capsys, tmp_path, digits_work)
     summary = read_json(tmp_path / "summary.json")
     assert (summary["resumed_from_step"], summary["final_step"]) == (step, 60)
     assert summary["stop_reason"] is None
@@ -86,7 +99,8 @@ def test_sigterm_to_a_single_process_saves_where_it_stopped_and_loses_nothing(tm
 
 @pytest.mark.cluster
 def test_sigterm_to_an_all_reduce_worker_then_to_the_launcher_loses_nothing(tmp_path,
-                                                                            digits_work):
+                                                                            digits_work,
+                                                                            capsys):
     proc = start_job(tmp_path, digits_work, ["--workers", "2", "--grace_period", "60"],
                      *STEPS, max_restarts=0)
     # The job restarts without a credit (--max_restarts 0); once it trains again, the
@@ -105,7 +119,7 @@ def test_sigterm_to_an_all_reduce_worker_then_to_the_launcher_loses_nothing(tmp_
     assert saved == [first, first, second, second], output[-4000:]  # each member
     assert first < steps[before] <= first + 5  # resumed at `first`: 0 steps lost
     assert latest_checkpoint_step(tmp_path) == second  # 0 lost again
-    finish(start_job(tmp_path, digits_work, ["--workers", "2"], *STEPS, max_restarts=0))
+    resume_here(capsys, tmp_path, digits_work)
     summary = read_json(tmp_path / "summary.json")
     assert (summary["resumed_from_step"], summary["final_step"]) == (second, 60)
 

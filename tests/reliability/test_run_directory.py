@@ -1,7 +1,9 @@
 """One writer per run directory, and Ctrl-C that saves, with real `tfyard train` processes.
 
 Steps lost are measured as in test_preemption.py: the checkpoint interval is far beyond the
-run, so a checkpoint at the step a run reached can only be the interrupt's save."""
+run, so a checkpoint at the step a run reached can only be the interrupt's save. The runs
+that are signalled, killed or hold the lease are fresh processes; the refused writers, the
+readers and the reruns that finish go through the CLI's `main` in the test's process."""
 
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ import time
 
 import pytest
 
-from tests.conftest import run_tfyard
+from tests.conftest import run_here
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
-from tests.reliability.test_preemption import STEPS, finish, train_alone, train_steps
+from tests.reliability.test_preemption import STEPS, finish, resume_here, train_alone, train_steps
 from tests.train.conftest import FAST, read_json
 from tfyard.runfiles.layout import LEASE as LEASE_FILE
 
@@ -42,7 +44,7 @@ def files(directory) -> dict:
             if path.is_file() and path.relative_to(directory).parts[0] != "checkpoints"}
 
 
-def test_a_live_holder_is_refused_at_once_touching_nothing(tmp_path, digits_work):
+def test_a_live_holder_is_refused_at_once_touching_nothing(tmp_path, digits_work, capsys):
     holder = subprocess.Popen(["sleep", "60"])
     try:
         (tmp_path / "logs").mkdir()
@@ -53,8 +55,8 @@ def test_a_live_holder_is_refused_at_once_touching_nothing(tmp_path, digits_work
             "started": time.time(), "job": None, "token": "theirs"}))
         before = snapshot(tmp_path)
         started = time.monotonic()
-        refused = run_tfyard("train", *FAST, "--output_dir", tmp_path, "--work_dir",
-                             digits_work, "--train_steps", "5")
+        refused = run_here(capsys, "train", *FAST, "--output_dir", tmp_path, "--work_dir",
+                           digits_work, "--train_steps", "5")
         took = time.monotonic() - started
         assert refused.returncode == 2, refused.stderr[-2000:]
         assert refused.stderr.strip() == refused.stderr.strip().splitlines()[-1]  # one line
@@ -68,13 +70,14 @@ def test_a_live_holder_is_refused_at_once_touching_nothing(tmp_path, digits_work
 
 
 def test_second_writer_refused_ctrl_c_saves_and_a_killed_holder_never_blocks(tmp_path,
-                                                                             digits_work):
+                                                                             digits_work,
+                                                                             capsys):
     first = train_alone(tmp_path, digits_work, LONG)
     wait_for(lambda: len(train_steps(tmp_path)) >= 1, first)
     before = files(tmp_path)
     started = time.monotonic()
-    second = run_tfyard("train", *FAST, "--output_dir", tmp_path, "--work_dir", digits_work,
-                        "--no_export", *LONG)
+    second = run_here(capsys, "train", *FAST, "--output_dir", tmp_path, "--work_dir",
+                      digits_work, "--no_export", *LONG)
     took = time.monotonic() - started
     assert second.returncode == 2 and f"pid {first.pid}," in second.stderr, second.stderr
     assert took < 20 and first.poll() is None, took         # refused at once, mid-training
@@ -97,12 +100,12 @@ def test_second_writer_refused_ctrl_c_saves_and_a_killed_holder_never_blocks(tmp
     killed.kill()
     killed.wait()
     assert (tmp_path / LEASE_FILE).exists()                # left behind by the kill
-    finish(train_alone(tmp_path, digits_work, LONG))
+    resume_here(capsys, tmp_path, digits_work, LONG)       # takes the lease over
     summary = read_json(tmp_path / "summary.json")
     assert summary["final_step"] == 300 and summary["resumed_from_step"] >= step
 
 
-def test_readers_are_never_blocked_by_a_live_holder(tmp_path, digits_work):
+def test_readers_are_never_blocked_by_a_live_holder(tmp_path, digits_work, capsys):
     command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", tmp_path,
                "--work_dir", digits_work, "--no_export", "--train_steps", "5000",
                "--checkpoint_every_steps", "25", "--keep_checkpoints", "200",
@@ -111,8 +114,8 @@ def test_readers_are_never_blocked_by_a_live_holder(tmp_path, digits_work):
                               stderr=subprocess.STDOUT, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     wait_for(lambda: latest_checkpoint_step(tmp_path) >= 25, holder)
-    evaluated = run_tfyard("evaluate", "--output_dir", tmp_path)
-    plotted = run_tfyard("plot", "--output_dir", tmp_path)
+    evaluated = run_here(capsys, "evaluate", "--output_dir", tmp_path)
+    plotted = run_here(capsys, "plot", "--output_dir", tmp_path)
     assert holder.poll() is None                             # the lease was held throughout
     assert json.loads((tmp_path / LEASE_FILE).read_text())["pid"] == holder.pid
     for reader in (evaluated, plotted):
@@ -123,7 +126,8 @@ def test_readers_are_never_blocked_by_a_live_holder(tmp_path, digits_work):
     finish(holder, 130)
 
 
-def test_a_second_ctrl_c_exits_at_once_keeping_the_previous_checkpoint(tmp_path, digits_work):
+def test_a_second_ctrl_c_exits_at_once_keeping_the_previous_checkpoint(tmp_path, digits_work,
+                                                                       capsys):
     command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", tmp_path,
                "--work_dir", digits_work, "--no_export", "--train_steps", "400",
                "--checkpoint_every_steps", "50", "--eval_every_epochs", "100",
@@ -142,13 +146,14 @@ def test_a_second_ctrl_c_exits_at_once_keeping_the_previous_checkpoint(tmp_path,
     assert ("interrupted again; stopped without saving" in output
             or "saved checkpoint" in output), output[-3000:]
     assert "Traceback" not in output
-    evaluated = run_tfyard("evaluate", "--output_dir", tmp_path)
+    evaluated = run_here(capsys, "evaluate", "--output_dir", tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
 
 
 @pytest.mark.cluster
 def test_launcher_restart_is_not_blocked_and_ctrl_c_on_launch_local_saves(tmp_path,
-                                                                          digits_work):
+                                                                          digits_work,
+                                                                          capsys):
     proc = start_job(tmp_path, digits_work, ["--workers", "2", "--grace_period", "60"],
                      *STEPS, max_restarts=1)
     wait_for(lambda: len(train_steps(tmp_path)) >= 1 and member_pid(proc.pid, "worker", 0),
@@ -168,6 +173,6 @@ def test_launcher_restart_is_not_blocked_and_ctrl_c_on_launch_local_saves(tmp_pa
     assert len(saved) == 1 and len(INTERRUPTED.findall(output)) == 2, output[-4000:]
     step = saved.pop()
     assert latest_checkpoint_step(tmp_path) == step == train_steps(tmp_path)[-1]
-    finish(start_job(tmp_path, digits_work, ["--workers", "2"], *STEPS, max_restarts=0))
+    resume_here(capsys, tmp_path, digits_work, STEPS)
     summary = read_json(tmp_path / "summary.json")
     assert (summary["resumed_from_step"], summary["final_step"]) == (step, 60)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_tfyard
+
+USER_CODE = Path(__file__).resolve().parents[1] / "user_code"
 
 # Small enough for 2 CPU cores, big enough that learning shows: 16x16 digits, batch 32.
 FAST = ["--model", "cifar_resnet8", "--dataset", "digits", "--image_size", "16",
@@ -15,6 +22,51 @@ FAST = ["--model", "cifar_resnet8", "--dataset", "digits", "--image_size", "16",
         # XLA: 11 s a process on 2 cores instead of 25 s. The tests about XLA (bench, demo,
         # the loop's unit tests, the resume-settings warning) turn it on.
         "--no_jit_compile"]
+
+
+def forget_user_modules() -> None:
+    """Drop tests/user_code's modules imported as a script's (by file path, a top-level
+    name) from sys.modules: the next import is a fresh one."""
+    for name, module in list(sys.modules.items()):
+        if "." not in name and (getattr(module, "__file__", None) or "").startswith(
+                str(USER_CODE)):
+            del sys.modules[name]
+
+
+@contextlib.contextmanager
+def user_code_imported():
+    """A CLI run in this process imports the user's module by path as a script would (its
+    directory on sys.path, the module in sys.modules): undone on leaving, so each run
+    imports it afresh and nothing after it sees tests/user_code's modules."""
+    path = list(sys.path)
+    forget_user_modules()
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        forget_user_modules()
+
+
+@pytest.fixture
+def user_imports():
+    """`user_code_imported` around a test."""
+    with user_code_imported():
+        yield
+
+
+def main_here(*args) -> None:
+    """`tfyard ARGS` through `cli.main` in this process, for a run a module's tests share
+    (no capture fixture at that scope), asserting it succeeded; the `tfyard` logger it
+    configures and the user's modules it imports are undone after, as for a test."""
+    from tfyard.cli import main
+
+    logger = logging.getLogger("tfyard")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    try:
+        with user_code_imported():
+            assert main([str(arg) for arg in args]) == 0
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
 
 
 def read_json(path: Path) -> dict:

@@ -1,5 +1,5 @@
 """`tfyard evaluate` reads any split once, in order, whole, on every format, and refuses data
-whose classes are not the run's before any work."""
+whose classes are not the run's before any work. The CLI runs in this process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import run_tfyard
+from tests.conftest import run_here
 from tests.data.helpers import (
     collect,
     image_bytes,
@@ -20,6 +20,7 @@ from tests.data.helpers import (
     write_imagenet,
     write_records,
 )
+from tests.train.conftest import main_here
 from tfyard import platform
 from tfyard.errors import UserError
 from tfyard.train.evaluate import evaluate_output
@@ -74,18 +75,16 @@ def folder_run(tmp_path_factory):
     """A 2-step run on a small image folder of named classes."""
     root = tmp_path_factory.mktemp("evaluate")
     write_folder(root / "data", {"ant": 6, "bee": 5})
-    out = root / "out"
-    result = run_tfyard("train", "--model", "cifar_resnet8", "--dataset", "imagefolder",
-                        "--data_dir", root / "data", "--image_size", "16", "--batch_size", "4",
-                        "--train_steps", "2", "--num_gpus", "0", "--no_jit_compile",
-                        "--no_export", "--quiet", "--output_dir", out)
-    assert result.returncode == 0, result.stderr[-3000:]
+    main_here("train", "--model", "cifar_resnet8", "--dataset", "imagefolder", "--data_dir",
+              root / "data", "--image_size", "16", "--batch_size", "4", "--train_steps", "2",
+              "--num_gpus", "0", "--no_jit_compile", "--no_export", "--quiet", "--output_dir",
+              root / "out")
     return root
 
 
-def test_evaluate_on_the_training_split_ends_after_one_pass(folder_run):
-    result = run_tfyard("evaluate", "--output_dir", folder_run / "out", "--split", "train",
-                        timeout=120)
+@pytest.mark.timeout(120, func_only=True)   # a repeated split would never end
+def test_evaluate_on_the_training_split_ends_after_one_pass(folder_run, capsys):
+    result = run_here(capsys, "evaluate", "--output_dir", folder_run / "out", "--split", "train")
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout)
     assert figures["split"] == "train" and 0.0 <= figures["top1"] <= 1.0

@@ -1,20 +1,23 @@
-"""Real training in one process: learning, outputs, resume, export, evaluate, plot."""
+"""Real training in one process: learning, outputs, resume, export, evaluate, plot.
+
+The CLI runs in this process (`tfyard.cli.main`) except on two CPU replicas, which need a
+process whose TensorFlow has not started."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.conftest import run_tfyard
-from tests.train.conftest import assert_learned, read_json, read_jsonl, train
+from tests.conftest import run_here, run_tfyard
+from tests.train.conftest import FAST, assert_learned, main_here, read_json, read_jsonl, train
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, digits_work):
     """One short run that every test in this module inspects."""
     out = tmp_path_factory.mktemp("run")
-    train(out, digits_work, "--train_steps", "60", "--eval_every_epochs", "1",
-          "--checkpoint_every_steps", "20")
+    main_here("train", *FAST, "--output_dir", out, "--work_dir", digits_work, "--train_steps",
+              "60", "--eval_every_epochs", "1", "--checkpoint_every_steps", "20")
     return out
 
 
@@ -59,21 +62,21 @@ def test_exports_reload_with_the_same_predictions(finished_run):
     np.testing.assert_array_equal(result["classes"].numpy(), logits.argmax(-1))
 
 
-def test_evaluate_command_matches_the_run(finished_run):
+def test_evaluate_command_matches_the_run(finished_run, capsys):
     import json
 
-    result = run_tfyard("evaluate", "--output_dir", finished_run)
+    result = run_here(capsys, "evaluate", "--output_dir", finished_run)
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads(result.stdout)
     summary = read_json(finished_run / "summary.json")
     assert metrics["top1"] == pytest.approx(summary["eval"]["top1"], abs=1e-6)
-    exported = json.loads(run_tfyard("evaluate", "--output_dir", finished_run,
-                                     "--export").stdout)
+    exported = json.loads(run_here(capsys, "evaluate", "--output_dir", finished_run,
+                                   "--export").stdout)
     assert exported["top1"] == pytest.approx(metrics["top1"], abs=1e-6)
 
 
-def test_plot_writes_curves(finished_run):
-    result = run_tfyard("plot", "--output_dir", finished_run)
+def test_plot_writes_curves(finished_run, capsys):
+    result = run_here(capsys, "plot", "--output_dir", finished_run)
     assert result.returncode == 0, result.stderr[-2000:]
     png = (finished_run / "curves.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
@@ -95,21 +98,23 @@ def test_mirrored_over_two_logical_cpus(tmp_path, digits_work):
     (["--ds", "parameter_server"], "needs ps tasks"),
     (["--data_dir", "/nonexistent/tfyard"], "does not exist"),
 ])
-def test_bad_training_input_is_one_line(tmp_path, flags, fragment):
-    result = run_tfyard("train", "--train_steps", "1", "--output_dir", tmp_path, "--quiet",
-                        "--num_gpus", "0", *flags)
+def test_bad_training_input_is_one_line(tmp_path, capfd, flags, fragment):
+    """Here, but two CPU replicas in a fresh process (this one's TensorFlow has started)."""
+    argv = ["train", "--train_steps", "1", "--output_dir", tmp_path, "--quiet", "--num_gpus",
+            "0", *flags]
+    result = run_tfyard(*argv) if "--cpu_replicas" in flags else run_here(capfd, *argv)
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("tfyard: error:") and fragment in last
     assert "Traceback" not in result.stderr
 
 
-def test_a_refused_start_leaves_no_folder_it_made(tmp_path):
+def test_a_refused_start_leaves_no_folder_it_made(tmp_path, capfd):
     (tmp_path / "empty").mkdir()
     (tmp_path / "kept").mkdir()
     for out in (tmp_path / "runs" / "first", tmp_path / "kept"):
-        result = run_tfyard("train", "--dataset", "imagenet", "--data_dir", tmp_path / "empty",
-                            "--output_dir", out, "--num_gpus", "0", "--quiet")
+        result = run_here(capfd, "train", "--dataset", "imagenet", "--data_dir",
+                          tmp_path / "empty", "--output_dir", out, "--num_gpus", "0", "--quiet")
         assert result.returncode == 2 and "no train shards" in result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "kept"]
     assert list((tmp_path / "kept").iterdir()) == []   # no logs/, no work/
@@ -117,8 +122,9 @@ def test_a_refused_start_leaves_no_folder_it_made(tmp_path):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_mixed_precision_trains(tmp_path, digits_work, dtype):
-    train(tmp_path, digits_work, "--train_steps", "40", "--dtype", dtype, "--no_export",
-          "--eval_every_epochs", "100")
+    main_here("train", *FAST, "--output_dir", tmp_path, "--work_dir", digits_work,
+              "--train_steps", "40", "--dtype", dtype, "--no_export", "--eval_every_epochs",
+              "100")
     summary = read_json(tmp_path / "summary.json")
     assert summary["dtype"] == dtype and summary["final_step"] == 40
     records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]

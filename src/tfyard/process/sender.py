@@ -6,12 +6,17 @@ newest item (a run's latest checkpoint: an older one not yet started is dropped,
 store costs no disk); `Bounded` keeps items in order up to a weight (metrics: the oldest go
 first, counted). The thread sends every `period` s, at once when woken; a failure is
 retried with doubling backoff, and `close` waits for a last round that succeeds. The two
-users, the bucket publisher and the MLflow tracker, differ only in these parameters.
+users, the bucket publisher and the MLflow tracker, differ only in these parameters. A
+sender may run at a lower OS priority (`nice`, Linux's per-thread niceness, which threads it
+starts inherit), so that on a busy node training's threads take the cores first.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -96,11 +101,13 @@ class Bounded:
 class Sender:
     """Sends what `keep` holds with `send(batch)` from a daemon thread named `name`, then
     runs `every_round` (work of its own, such as changed files); `on_failing(exc)` is told
-    when a run of failures starts. `failing_since` (monotonic) and `error` say how it goes."""
+    when a run of failures starts. `failing_since` (monotonic) and `error` say how it goes.
+    `nice`: how much lower than the caller's the thread's OS priority is (Linux only)."""
 
     def __init__(self, send: Callable, keep, timing: Timing, name: str, *,
-                 on_failing: Callable = lambda exc: None, every_round: Callable | None = None):
-        self.keep, self.timing = keep, timing
+                 on_failing: Callable = lambda exc: None, every_round: Callable | None = None,
+                 nice: int = 0):
+        self.keep, self.timing, self.nice = keep, timing, nice
         self._send, self._on_failing, self._every_round = send, on_failing, every_round
         self.lock = threading.Lock()
         self._wake, self._closing, self._flushed, self._given_up = (
@@ -127,6 +134,11 @@ class Sender:
         return False
 
     def _run(self) -> None:
+        if self.nice and sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError):   # a thread's id is a PRIO_PROCESS id there
+                tid = threading.get_native_id()
+                os.setpriority(os.PRIO_PROCESS, tid,
+                               os.getpriority(os.PRIO_PROCESS, tid) + self.nice)
         backoff = None   # None: the last round succeeded
         while True:
             if backoff is None:

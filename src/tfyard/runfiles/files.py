@@ -59,10 +59,11 @@ class LocalFiles:
         except FileNotFoundError:
             return 0
 
-    def write_whole(self, path: str, text: str, exclusive: bool = False) -> None:
-        """`path` replaced whole (readers never see half a file); with `exclusive`,
-        FileExistsError if it exists (an atomic create)."""
-        with replacing_file(path, exclusive=exclusive) as handle:
+    def write_whole(self, path: str, text: str | bytes, exclusive: bool = False) -> None:
+        """`path` replaced whole (readers never see half a file) by `text` (bytes for a
+        binary file); with `exclusive`, FileExistsError if it exists (an atomic create)."""
+        mode = "wb" if isinstance(text, bytes) else "w"
+        with replacing_file(path, mode, exclusive=exclusive) as handle:
             handle.write(text)
 
     def appending(self, path: str):
@@ -154,6 +155,15 @@ class TensorFlowFiles(LocalFiles):
         import tensorflow as tf
 
         with tf.io.gfile.GFile(path) as handle:
+            return handle.read()
+
+    def read_from(self, path: str, offset: int) -> bytes:
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(path):
+            return b""
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            handle.seek(offset)
             return handle.read()
 
     def size(self, path: str) -> int:

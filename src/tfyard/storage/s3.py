@@ -124,9 +124,16 @@ class S3Store:
                 raise
 
     def upload(self, path: str, place: Location, flag: str) -> None:
-        """Multipart for large files, each part retried."""
+        """One request for a file under the multipart threshold, from the calling thread
+        (boto3's transfer manager would start a pool of threads for each file: a run's
+        publisher sends hundreds); multipart for larger ones, each part retried."""
+        from boto3.s3.transfer import TransferConfig
+
         with open(path, "rb") as handle, explained(place, flag):
-            self.client.upload_fileobj(handle, place.bucket, place.key)
+            if os.fstat(handle.fileno()).st_size < TransferConfig().multipart_threshold:
+                self.client.put_object(Bucket=place.bucket, Key=place.key, Body=handle)
+            else:
+                self.client.upload_fileobj(handle, place.bucket, place.key)
 
     def delete(self, place: Location, flag: str) -> None:
         with explained(place, flag):

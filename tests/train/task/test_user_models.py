@@ -20,10 +20,9 @@ import tensorflow as tf
 
 import tfyard
 from tests.conftest import run_here, run_tfyard
-from tests.train.conftest import read_json, read_jsonl
+from tests.train.conftest import USER_CODE, forget_user_modules, read_json, read_jsonl
 from tfyard.errors import UserError
 
-USER_CODE = Path(__file__).resolve().parents[2] / "user_code"
 MODELS = USER_CODE / "models.py"
 # Four training records (one a step): what the tests read; more steps would only cost CPU.
 SMALL = ["--dataset", "digits", "--image_size", "32", "--batch_size", "32", "--num_gpus", "0",
@@ -38,26 +37,6 @@ USER_MODELS = {"convnet": "16", "compiled": "16", "mobilenet": "32"}
 def user_model(name: str) -> list[str]:
     """The `tfyard train` flags that train user model `name` at its size."""
     return ["--model", f"{MODELS}:{name}", "--image_size", USER_MODELS[name]]
-
-
-def forget_user_modules() -> None:
-    """Drop tests/user_code's modules imported as a script's (by file path, a top-level
-    name) from sys.modules: the next import is a fresh one."""
-    for name, module in list(sys.modules.items()):
-        if "." not in name and (getattr(module, "__file__", None) or "").startswith(
-                str(USER_CODE)):
-            del sys.modules[name]
-
-
-@pytest.fixture
-def user_imports(monkeypatch):
-    """The CLI run in this process imports the user's module by path as a script would
-    (its directory on sys.path, the module in sys.modules): undone after the test, so every
-    test imports it afresh and no other test sees tests/user_code's modules."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    forget_user_modules()
-    yield
-    forget_user_modules()
 
 
 # Each model once, on one device or two mirrored replicas: MobileNet's batch norm and the

@@ -2,7 +2,8 @@
 the classifier head started fresh, refusals before any step, and freezing.
 
 The model is tests/user_code/fine_tune.py, written as a user writes one. The matching tests
-run in this process on models they build; the training tests run `tfyard train` for real.
+run in this process on models they build; the training tests run `tfyard train` for real, in
+this process (`tfyard.cli.main`) except where two CPU replicas or a cluster need fresh ones.
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import run_tfyard
+from tests.conftest import run_here, run_tfyard
 from tests.data.helpers import write_folder
-from tests.train.conftest import read_json, write_applications_h5
+from tests.train.conftest import (
+    main_here,
+    read_json,
+    user_code_imported,
+    write_applications_h5,
+)
 from tests.user_code.fine_tune import build, mlp
 from tfyard.errors import UserError
 from tfyard.train.options import TrainOptions
@@ -190,10 +196,8 @@ def test_patterns_select_layers_from_the_start_of_their_names():
 def source_run(tmp_path_factory, digits_work):
     """A real run of the user's model on the digits (10 classes): the source to start from."""
     out = tmp_path_factory.mktemp("source-run")
-    result = run_tfyard("train", "--model", f"{USER_CODE}:build", "--dataset", "digits",
-                        *SMALL, "--train_steps", "8", "--quiet", "--output_dir", out,
-                        "--work_dir", digits_work)
-    assert result.returncode == 0, result.stderr[-3000:]
+    main_here("train", "--model", f"{USER_CODE}:build", "--dataset", "digits", *SMALL,
+              "--train_steps", "8", "--quiet", "--output_dir", out, "--work_dir", digits_work)
     return out
 
 
@@ -214,12 +218,16 @@ def checkpoint_weights(run: Path) -> dict[str, np.ndarray]:
         return {key: source.read(key) for key in source.shapes}
 
 
-def fine_tune(source_run, data, out, *flags, cpu_replicas=1):
-    replicas = ["--cpu_replicas", str(cpu_replicas), "--ds", "mirrored"] if cpu_replicas > 1 \
-        else []
-    return run_tfyard("train", "--model", f"{USER_CODE}:build", "--dataset", "imagefolder",
-                      "--data_dir", data, *SMALL, "--train_steps", "8", "--output_dir", out,
-                      "--init_checkpoint", source_run, *replicas, *flags)
+def fine_tune(capture, source_run, data, out, *flags, cpu_replicas=1):
+    """`tfyard train` from `source_run` on `data`: here (`capture`: capfd), or on two CPU
+    replicas in a fresh process (this one's TensorFlow has started)."""
+    argv = ["train", "--model", f"{USER_CODE}:build", "--dataset", "imagefolder", "--data_dir",
+            data, *SMALL, "--train_steps", "8", "--output_dir", out, "--init_checkpoint",
+            source_run, *flags]
+    if cpu_replicas > 1:
+        return run_tfyard(*argv, "--cpu_replicas", cpu_replicas, "--ds", "mirrored")
+    with user_code_imported():
+        return run_here(capture, *argv)
 
 
 @pytest.mark.parametrize(("flags", "frozen", "replicas"), [
@@ -227,12 +235,12 @@ def fine_tune(source_run, data, out, *flags, cpu_replicas=1):
     (["--trainable", "c2,bn2,head"], ["c1", "bn1"], 1),
     (["--fine_tune"], ["c1", "bn1", "c2", "bn2"], 1),
 ])
-def test_frozen_layers_end_bit_equal_to_the_source(source_run, two_classes, tmp_path, flags,
-                                                    frozen, replicas):
+def test_frozen_layers_end_bit_equal_to_the_source(source_run, two_classes, tmp_path, capfd,
+                                                    flags, frozen, replicas):
     """Frozen layers do not change at all, batch-norm statistics included, on one device and
     on two mirrored replicas; the layers that train do; the 2-class head starts fresh."""
     out = tmp_path / "out"
-    result = fine_tune(source_run, two_classes, out, *flags, cpu_replicas=replicas)
+    result = fine_tune(capfd, source_run, two_classes, out, *flags, cpu_replicas=replicas)
     assert result.returncode == 0, result.stderr[-3000:]
     listed = ", ".join(frozen[:3]) + (", ..." if len(frozen) > 3 else "")
     assert (f"initialized from {source_run}: 12 of 14 weights; head started fresh (10 -> 2 "
@@ -249,9 +257,9 @@ def test_frozen_layers_end_bit_equal_to_the_source(source_run, two_classes, tmp_
     assert read_json(out / "summary.json")["replicas"] == replicas
 
 
-def test_a_refused_source_stops_before_any_step(source_run, two_classes, tmp_path):
+def test_a_refused_source_stops_before_any_step(two_classes, tmp_path, capfd):
     out = tmp_path / "out"
-    result = fine_tune(tmp_path / "nothing.keras", two_classes, out)
+    result = fine_tune(capfd, tmp_path / "nothing.keras", two_classes, out)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"tfyard: error: --init_checkpoint {tmp_path / 'nothing.keras'}: no such file or "
@@ -261,17 +269,17 @@ def test_a_refused_source_stops_before_any_step(source_run, two_classes, tmp_pat
 
 
 def test_a_resume_keeps_its_checkpoint_and_never_reads_the_source_again(
-        source_run, two_classes, tmp_path):
+        source_run, two_classes, tmp_path, capfd):
     """A fine-tune stopped at step 8 and rerun to 16 ends bit-identical to an unbroken one,
     with its source gone by then: the run's own checkpoint wins; naming another source warns."""
     source = tmp_path / "source"
     shutil.copytree(source_run, source)
     whole, split = tmp_path / "whole", tmp_path / "split"
     flags = ["--freeze", "c1,bn1", "--train_steps", "16"]
-    assert fine_tune(source, two_classes, whole, *flags).returncode == 0
-    assert fine_tune(source, two_classes, split, "--freeze", "c1,bn1").returncode == 0
+    assert fine_tune(capfd, source, two_classes, whole, *flags).returncode == 0
+    assert fine_tune(capfd, source, two_classes, split, "--freeze", "c1,bn1").returncode == 0
     shutil.rmtree(source)
-    resumed = fine_tune(source, two_classes, split, *flags)
+    resumed = fine_tune(capfd, source, two_classes, split, *flags)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (f"--init_checkpoint {source} not applied: the run resumes from its own checkpoint"
             in resumed.stdout)
@@ -279,14 +287,14 @@ def test_a_resume_keeps_its_checkpoint_and_never_reads_the_source_again(
     digest = read_json(whole / "summary.json")["weights_digest"]
     assert read_json(split / "summary.json")["weights_digest"] == digest
     assert read_json(split / "run.json")["init"]["source"] == str(source)   # kept from step 0
-    other = fine_tune(source_run, two_classes, split, *flags[:2], "--train_steps", "20")
+    other = fine_tune(capfd, source_run, two_classes, split, *flags[:2], "--train_steps", "20")
     assert other.returncode == 0, other.stderr[-3000:]
     assert (f"tfyard: warning: --init_checkpoint {source_run} differs from the {source} this "
             "run started from; it resumes from its own checkpoint and applies neither"
             in other.stderr + other.stdout)
     record = read_json(split / "run.json")   # the source the weights came from, kept
     assert record["init_checkpoint"] == str(source) and record["init"]["source"] == str(source)
-    again = fine_tune(source_run, two_classes, split, *flags[:2], "--train_steps", "24")
+    again = fine_tune(capfd, source_run, two_classes, split, *flags[:2], "--train_steps", "24")
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"differs from the {source} this run started from" in again.stderr + again.stdout
 

@@ -60,6 +60,7 @@ log = logging.getLogger("tfyard")
 PERIOD_S = 10.0   # how often changed files are uploaded
 # a save is uploaded at once; a failure is retried after 1, 2, 4, 8, then every 10 s
 TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True)
+NICE = 10   # the publisher's OS priority below training's: a step's threads go first
 FLAG = "--output_dir"
 
 
@@ -78,7 +79,8 @@ class Publisher:
         self._sender = Sender(self._unless_refused(self._publish_checkpoint),
                               Newest(self.run.files.delete), TIMING, "tfyard-publish",
                               on_failing=self._warn,
-                              every_round=self._unless_refused(self._publish_files))
+                              every_round=self._unless_refused(self._publish_files),
+                              nice=NICE)
 
     def checkpoint_saved(self, path: str) -> None:
         """Snapshot the save `path` (`.../checkpoints/ckpt-N`) for upload; a UserError when

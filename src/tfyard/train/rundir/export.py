@@ -69,7 +69,8 @@ def _write_formats(plain, task, objective, tmp: str) -> dict[str, str]:
     archive = keras.export.ExportArchive()
     archive.track(plain)
     serve, spec = serving_function(plain, objective, task.input_shape)
-    archive.add_endpoint("serve", serve, input_signature=[spec])
+    # the other endpoints call the traced `serve`, so the model is traced once per context
+    serve = archive.add_endpoint("serve", serve, input_signature=[spec])
     for name, function, signature in serving_endpoints(serve, spec, task.class_names,
                                                        task.preprocessing):
         archive.add_endpoint(name, function, input_signature=signature)

@@ -15,6 +15,7 @@ from tfyard.errors import disk_error
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import METRICS, RunDirectory
 from tfyard.train.rundir.directory import read_json_lines
+from tfyard.train.rundir.events import keep_latest
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
@@ -45,7 +46,8 @@ def _drop_after(path: str, start: int) -> None:
 class Reporter:
     """Appends each report to `<name>.jsonl` and to TensorBoard under `log_dir`. Given the
     step a run `start`s from, it first drops the reports of the steps it will run again (a
-    resume from an earlier checkpoint), so each step keeps its latest report only."""
+    resume from an earlier checkpoint) from both, so each step keeps its latest report
+    only."""
 
     def __init__(self, output_dir: str, log_dir: str, name: str = METRICS,
                  start: int | None = None):
@@ -60,11 +62,13 @@ class Reporter:
         import tensorflow as tf
 
         # The chief logs to logs/train and logs/eval; a side-car to logs/<name>.
-        self._writers = {
-            kind: tf.summary.create_file_writer(
-                os.path.join(log_dir, kind if name == METRICS else name))
-            for kind in KINDS
-        }
+        folders = {kind: os.path.join(log_dir, kind if name == METRICS else name)
+                   for kind in KINDS}
+        if start is not None:
+            for folder in set(folders.values()):
+                keep_latest(folder, start)
+        self._writers = {kind: tf.summary.create_file_writer(folder)
+                         for kind, folder in folders.items()}
         self._scalar = tf.summary.scalar
 
     def report(self, step: int, epoch: float, metrics: dict, kind: str = "train") -> dict:
