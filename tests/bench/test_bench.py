@@ -70,7 +70,7 @@ def test_train_and_data_on_jpeg_tfrecords_write_nothing_where_they_run(
     monkeypatch.chdir(here)
     monkeypatch.delenv("TFYARD_WORK_DIR", raising=False)
     monkeypatch.delenv("TFYARD_OUTPUT_DIR", raising=False)
-    trained = run_json(capsys, "bench", "train", *TINY, "--batch_size", "4",
+    trained = run_json(capsys, "bench", "train", *TINY, "--batch_size", "4", "--no_jit_compile",
                        "--data", jpeg_records, "--dataset", "imagenet", "--json")
     assert trained["data"] == jpeg_records and trained["images_per_sec"] > 0
     data = run_json(capsys, "bench", "data", "--dataset", "imagenet", "--data_dir",
@@ -79,8 +79,8 @@ def test_train_and_data_on_jpeg_tfrecords_write_nothing_where_they_run(
     assert (data["dataset"], data["batch_size"], data["image_size"]) == ("imagenet", 4, 32)
     assert data["windows"] == 3 and data["images_per_sec"] > 0
     assert os.listdir(here) == []   # no output/work/tfrecord_counts.json
-    run_json(capsys, "bench", "train", *TINY, "--batch_size", "4", "--data", jpeg_records,
-             "--dataset", "imagenet", "--work_dir", str(work), "--json")
+    run_json(capsys, "bench", "train", *TINY, "--batch_size", "4", "--no_jit_compile", "--data",
+             jpeg_records, "--dataset", "imagenet", "--work_dir", str(work), "--json")
     assert os.listdir(here) == [] and os.listdir(work) == ["tfrecord_counts.json"]
 
 

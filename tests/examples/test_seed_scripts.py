@@ -1,9 +1,14 @@
-"""The classic scripts run with their historical command lines on data in the true formats."""
+"""The classic scripts run with their historical command lines on data in the true formats.
+
+A script whose job is a cluster member's or a strategy's own process runs in a fresh
+interpreter; the others run as `__main__` in this one (`script_here`): the same file and
+argv, without an interpreter and a TensorFlow import to pay."""
 
 from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -28,15 +33,27 @@ def script(name, *args, env=None, timeout=600):
     return result
 
 
-def test_imagenet_main_classic_flags(tmp_path):
+def script_here(capsys, name, *args) -> str:
+    """`python examples/NAME ARGS` run as `__main__` in this process; what it printed."""
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", [str(EXAMPLES / name), *map(str, args)])
+        with pytest.raises(SystemExit) as exited:
+            runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+    out, err = capsys.readouterr()
+    assert exited.value.code == 0, err[-3000:]
+    return out
+
+
+def test_imagenet_main_classic_flags(tmp_path, capsys):
     data = tmp_path / "imagenet"
     write_imagenet(data, {"train": [[1, 2, 3, 4] * 2, [5, 6, 7, 8] * 2],
                           "validation": [[1, 2, 3, 4]]})
     out = tmp_path / "out"
-    script("imagenet_main.py", f"--data_dir={data}", f"--output-dir={out}",
-           "--train-batch-size=8", "--resnet_size=50", "--image_size=32", *SMALL)
+    script_here(capsys, "imagenet_main.py", f"--data_dir={data}", f"--output-dir={out}",
+                "--train-batch-size=8", "--resnet_size=18", "--image_size=32", *SMALL)
     summary = read_json(out / "summary.json")
-    assert summary["model"] == "resnet50" and summary["dataset"] == "imagenet"
+    assert summary["model"] == "resnet18" and summary["dataset"] == "imagenet"
     assert summary["global_batch"] == 8 and summary["final_step"] == 4
     assert summary["num_classes"] == 1000
 
@@ -106,13 +123,15 @@ def slim_records(data: Path) -> None:
 
 
 @pytest.mark.parametrize("model", ["vgg_19"])
-def test_train_image_classifier_slim_flags(tmp_path, model):
+def test_train_image_classifier_slim_flags(tmp_path, capsys, model):
+    """Slim's flags train the model named (without XLA's compile: not the point here)."""
     data = tmp_path / "flowers"
     slim_records(data)
     out = tmp_path / "train_dir"
-    script("train_image_classifier.py", f"--model_name={model}", "--batch_size=4",
-           f"--dataset_dir={data}", f"--train_dir={out}", "--num_clones=0",
-           "--max_number_of_steps=2", "--image_size=32", "--quiet", "--no_export")
+    script_here(capsys, "train_image_classifier.py", f"--model_name={model}", "--batch_size=4",
+                f"--dataset_dir={data}", f"--train_dir={out}", "--num_clones=0",
+                "--max_number_of_steps=2", "--image_size=32", "--quiet", "--no_export",
+                "--no_jit_compile")
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["model"], summary["num_classes"], summary["final_step"]) == (model, 3, 2)
 
@@ -124,7 +143,8 @@ def run_weights(run: Path) -> dict:
         return {key: source.read(key) for key in source.shapes}
 
 
-def test_slim_fine_tune_flags_start_from_an_applications_file_without_its_top(tmp_path):
+def test_slim_fine_tune_flags_start_from_an_applications_file_without_its_top(tmp_path,
+                                                                             capsys):
     """Slim's README recipe on tfyard: the ImageNet-style weight file of the base (Keras
     Applications' layout, no top, written here), the logits excluded and the only layer
     trained; every other layer ends bit-equal to the file."""
@@ -141,21 +161,22 @@ def test_slim_fine_tune_flags_start_from_an_applications_file_without_its_top(tm
     write_applications_h5(base, weights)
     slim_records(tmp_path / "flowers")
     out = tmp_path / "train_dir"
-    result = script("train_image_classifier.py", "--model_name=mobilenet_v1_025",
-                    "--batch_size=4", f"--dataset_dir={tmp_path / 'flowers'}",
-                    f"--train_dir={out}", "--num_clones=0", "--max_number_of_steps=2",
-                    "--image_size=32", "--no_export", f"--checkpoint_path={weights}",
-                    "--checkpoint_exclude_scopes=conv_preds", "--trainable_scopes=conv_preds",
-                    "--ignore_missing_vars=True")
+    printed = script_here(capsys, "train_image_classifier.py", "--model_name=mobilenet_v1_025",
+                          "--batch_size=4", f"--dataset_dir={tmp_path / 'flowers'}",
+                          f"--train_dir={out}", "--num_clones=0", "--max_number_of_steps=2",
+                          "--image_size=32", "--no_export", f"--checkpoint_path={weights}",
+                          "--checkpoint_exclude_scopes=conv_preds",
+                          "--trainable_scopes=conv_preds", "--ignore_missing_vars=True",
+                          "--no_jit_compile")
     count = len(base.weights)
     assert (f"initialized from {weights}: {count} of {count + 2} weights; 2 excluded "
-            "(--init_exclude); frozen: conv1, conv1_bn, conv_dw_1, ...") in result.stdout
+            "(--init_exclude); frozen: conv1, conv1_bn, conv_dw_1, ...") in printed
     after = run_weights(out)
     assert all(np.array_equal(after[w.path], w.numpy()) for w in base.weights)
     assert read_json(out / "run.json")["init"]["format"] == "legacy .h5"
 
 
-def test_imagenet_main_pretrained_checkpoint_and_fine_tune(tmp_path):
+def test_imagenet_main_pretrained_checkpoint_and_fine_tune(tmp_path, capsys):
     """The official ResNet's flags: every weight but the final dense layer's is loaded (the
     same 1000 classes included), and only that layer trains."""
     from tfyard.models import create_model
@@ -168,13 +189,13 @@ def test_imagenet_main_pretrained_checkpoint_and_fine_tune(tmp_path):
     data = tmp_path / "imagenet"
     write_imagenet(data, {"train": [[1, 2, 3, 4] * 2], "validation": [[1, 2, 3, 4]]})
     out = tmp_path / "out"
-    result = script("imagenet_main.py", f"--data_dir={data}", f"--model_dir={out}",
-                    "--train-batch-size=8", "--resnet_size=18", "--image_size=32",
-                    f"--pretrained_model_checkpoint_path={weights}", "--fine_tune",
-                    *[flag for flag in SMALL if flag != "--quiet"])
+    printed = script_here(capsys, "imagenet_main.py", f"--data_dir={data}",
+                          f"--model_dir={out}", "--train-batch-size=8", "--resnet_size=18",
+                          "--image_size=32", f"--pretrained_model_checkpoint_path={weights}",
+                          "--fine_tune", *[flag for flag in SMALL if flag != "--quiet"])
     count = len(source.weights)
     assert (f"initialized from {weights}: {count - 2} of {count} weights; head started fresh "
-            "(--init_fresh_head); frozen:") in result.stdout
+            "(--init_fresh_head); frozen:") in printed
     after = run_weights(out)
     head = [w.path for w in source.weights][-2:]
     assert all(np.array_equal(after[w.path], w.numpy()) for w in source.weights

@@ -62,9 +62,9 @@ def serving(command: list[str], port: int, env=None, stop: int = signal.SIGTERM)
         server.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3_endpoint():
-    """An S3 server for a module's tests."""
+    """One S3 server for a session's tests (each module's buckets named apart)."""
     with moto_server() as url:
         yield url
 
@@ -83,9 +83,10 @@ def s3(s3_endpoint, monkeypatch, tmp_path):
     return boto3.client("s3")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gcs_endpoint():
-    """A GCS JSON-API server for a module's tests (objects kept in memory)."""
+    """One GCS JSON-API server for a session's tests (objects kept in memory, each module's
+    buckets named apart)."""
     pytest.importorskip("gcp_storage_emulator")
     port = free_port()
     with serving([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",

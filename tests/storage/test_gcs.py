@@ -18,7 +18,6 @@ import time
 
 import pytest
 
-from tests.predict.conftest import folder, run  # noqa: F401 - one trained run, its photos
 from tests.storage.conftest import (
     free_port,
     gcs_upload,
@@ -68,7 +67,7 @@ def test_a_gcs_store_copies_writes_and_refuses_a_run_it_cannot_guard(gcs, tmp_pa
     assert objects(gcs, "copies", "run") == {}   # its trial lease removed
 
 
-def test_data_weights_a_run_and_predict_take_gs(gcs, tmp_path, run, folder, capsys):  # noqa: F811
+def test_data_weights_a_run_and_predict_take_gs(gcs, tmp_path, run, folder, capsys):
     data = tmp_path / "data"
     data.mkdir()
     WRITERS["cifar10"](data)

@@ -16,14 +16,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_here
 from tests.reliability.conftest import latest_checkpoint_step, wait_for
 from tests.storage.conftest import SECRET
 from tests.storage.proxy import StoreProxy
-from tests.train.conftest import FAST, read_json, train
+from tests.train.conftest import FAST, read_json
 from tfyard.cli import main
 
 STEPS = ["--train_steps", "60", "--checkpoint_every_steps", "5"]
@@ -85,6 +88,30 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
     return proc.returncode, out
 
 
+def here(capsys, url: str, work: Path, *flags) -> tuple[int, str]:
+    """`start`'s run in this process (where no signal is the point): its status, and what
+    it said."""
+    done = run_here(capsys, "train", *LOUD, *STEPS, "--output_dir", url, "--work_dir", work,
+                    *flags)
+    said = done.stdout + done.stderr
+    assert SECRET not in said
+    return done.returncode, said
+
+
+def once(condition, then) -> None:
+    """`then()` as soon as `condition()` holds, from a thread of its own (while this one
+    trains); given up after five minutes."""
+    def watch():
+        deadline = time.monotonic() + 300
+        while not condition():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        then()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def test_the_bucket_lease_is_one_writer_through_conditional_writes(s3, monkeypatch):
     from tfyard.errors import UserError
     from tfyard.train.rundir.lease import take_bucket_lease
@@ -112,9 +139,11 @@ def test_the_bucket_lease_is_one_writer_through_conditional_writes(s3, monkeypat
 
 @pytest.fixture(scope="module")
 def unbroken(tmp_path_factory, digits_work):
-    """The summary of the same flags trained on local disk, unbroken."""
+    """The summary of the same flags trained on local disk, unbroken (in this process: the
+    runs it is compared with are fresh ones)."""
     out = tmp_path_factory.mktemp("unbroken")
-    train(out, digits_work, *STEPS, "--no_export")   # the export leaves the weights as they are
+    assert main(["train", *FAST, *STEPS, "--output_dir", str(out), "--work_dir",
+                 str(digits_work), "--no_export"]) == 0   # the export leaves the weights
     return read_json(out / "summary.json")
 
 
@@ -142,9 +171,9 @@ def test_one_writer_sigterm_and_a_new_node_then_evaluate_plot_and_predict_there(
     assert bucket_step(s3, name, "team/a") == saved   # in the bucket before the exit
     assert ".tfyard-lease" not in objects(s3, name, "team/a")
 
-    shutil.rmtree(work)   # a new node: nothing of the first one's disk
+    shutil.rmtree(work)   # a new node (this process): nothing of the first one's disk
     work = work_dir(tmp_path, digits_work)
-    code, out = finish(start(url, work, {}))
+    code, out = here(capsys, url, work)
     assert code == 0, out
     assert out.strip().splitlines()[-1] == (f"tfyard: the run is in {url} (uploaded from "
                                             f"{copy})")
@@ -192,7 +221,8 @@ def test_one_writer_sigterm_and_a_new_node_then_evaluate_plot_and_predict_there(
 
 @pytest.mark.slow
 def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
-        s3, s3_endpoint, tmp_path, digits_work, unbroken):
+        s3, s3_endpoint, tmp_path, digits_work, unbroken, capsys, monkeypatch):
+    """The killed run is a fresh process (SIGKILL); the new node's runs are this one."""
     name = bucket(s3, "stalls")
     url = "s3://stalls/b"
     proxy = StoreProxy(s3_endpoint)
@@ -213,10 +243,10 @@ def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
 
         shutil.rmtree(work)   # a new node; the store goes down once the run has its copy
         work = work_dir(tmp_path, digits_work)
-        run = start(url, work, {**through, "TFYARD_STORE_TIMEOUT": "4"}, "--no_export")
-        wait_for(lambda: (copy / ".tfyard-lease").exists(), run)
-        proxy.stop()
-        code, out = finish(run)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
+        monkeypatch.setenv("TFYARD_STORE_TIMEOUT", "4")
+        once(lambda: (copy / ".tfyard-lease").exists(), proxy.stop)
+        code, out = here(capsys, url, work, "--no_export")
         assert code == 2, out
         error = out.strip().splitlines()[-1]
         assert error.startswith(f"tfyard: error: --output_dir {url}: the store "), error
@@ -225,7 +255,8 @@ def test_a_kill_while_the_store_stalls_and_a_store_that_goes_down_lose_nothing(
         assert kept > bucket_step(s3, name, "b")
 
         proxy.release()   # back: the same command uploads what this node kept, and resumes
-        code, out = finish(start(url, work, through, "--no_export"))
+        monkeypatch.delenv("TFYARD_STORE_TIMEOUT")
+        code, out = here(capsys, url, work, "--no_export")
         assert code == 0, out
         assert f"uploading ckpt-{kept}" in out
     finally:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.predict.conftest import folder, run  # noqa: F401 - one trained run, its photos
 from tests.storage.conftest import free_port, gcs_upload, moto_server, refused, upload
 from tests.storage.proxy import StoreProxy
 from tests.storage.test_s3_runs import bucket, bucket_step, finish, objects, start, work_dir
@@ -90,7 +89,7 @@ def test_a_silent_gcs_endpoint_is_one_line_in_seconds(gcs, gcs_endpoint, tmp_pat
 
 
 def test_credentials_and_permissions_are_named_before_any_work(
-        s3, tmp_path, run, folder, capsys, monkeypatch):  # noqa: F811
+        s3, tmp_path, run, folder, capsys, monkeypatch):
     """moto's IAM checks (after the set-up's requests): a wrong secret is refused credentials
     for a run's output too (whose first request, a HEAD, gets a bare 403); a user who may only
     read is refused predict's and convert's outputs before scoring or converting."""
@@ -131,7 +130,7 @@ def test_credentials_and_permissions_are_named_before_any_work(
 
 
 def test_a_bucket_root_or_a_missing_bucket_is_refused_as_an_output(
-        s3, gcs, tmp_path, run, folder, capsys):  # noqa: F811
+        s3, gcs, tmp_path, run, folder, capsys):
     bucket(s3, "roots")
     image = str(folder / "validation" / "red" / "0.jpg")
     for argv, flag, url, part in (
@@ -152,7 +151,7 @@ def test_a_bucket_root_or_a_missing_bucket_is_refused_as_an_output(
                    "the bucket name")   # before scoring: no output to keep
 
 
-def test_evaluate_names_the_bucket_it_read(s3, run, capsys):  # noqa: F811
+def test_evaluate_names_the_bucket_it_read(s3, run, capsys):
     upload(s3, run, "evals", "runs/a")
     capsys.readouterr()
     assert main(["evaluate", "--output_dir", "s3://evals/runs/a"]) == 0

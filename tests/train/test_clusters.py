@@ -16,8 +16,8 @@ from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
 from tests.train.task.test_user_models import MODELS, USER_CODE, USER_MODELS, user_model
 
 pytestmark = pytest.mark.cluster
-# Asynchronous updates from two workers add their own momentum to SGD's (Mitliagkas et al.
-# 2016): the synchronous learning rate of FAST diverges, a smaller one learns.
+# Asynchronous updates add their own momentum to SGD's (Mitliagkas et al. 2016): the
+# synchronous learning rate of FAST diverges, a smaller one learns.
 ASYNC = ["--learning_rate", "0.02"]
 
 
@@ -73,9 +73,11 @@ def test_a_user_script_trains_as_its_tf_config_role_on_two_workers(tmp_path):
 @pytest.mark.parametrize("name", sorted(USER_MODELS))
 def test_a_user_model_trains_on_a_parameter_server_cluster(tmp_path, digits_work, name,
                                                           mlflow_uri, experiment):
-    """Chief, 2 workers and 1 ps import the user's module from its file; the chief reports
-    the model's own figures (its export is tested on one device, test_user_models.py)."""
-    launch(tmp_path, digits_work, ["--chief", "--workers", "2", "--ps", "1"], *ASYNC,
+    """Chief, a worker and a ps import the user's module from its file; the chief reports
+    the model's own figures (its export is tested on one device, test_user_models.py). One
+    worker: each member is a TensorFlow process of ~10 s of CPU; two workers and an
+    evaluator are test_faults.py's parameter-server job."""
+    launch(tmp_path, digits_work, ["--chief", "--workers", "1", "--ps", "1"], *ASYNC,
            "--train_steps", "8", "--steps_per_loop", "4", *user_model(name),
            tracking=(mlflow_uri, experiment))
     summary = read_json(tmp_path / "summary.json")
