@@ -45,7 +45,7 @@ def serving(command: list[str], port: int, env=None, stop: int = signal.SIGTERM)
     block runs; then `stop` sent to its process group."""
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, **(env or {})}, start_new_session=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180   # a loaded machine starts an MLflow server slowly
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

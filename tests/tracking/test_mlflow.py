@@ -16,13 +16,15 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.request
 from importlib.metadata import version
 
 import numpy as np
 import pytest
 
-from tests.predict.conftest import COLOURS, folder, run  # noqa: F401 - a run to track
+from tests.conftest import run_here
+from tests.predict.conftest import COLOURS
 from tests.storage.conftest import free_port
 from tests.storage.proxy import StoreProxy
 from tests.tracking.conftest import (
@@ -129,27 +131,39 @@ def test_sigkill_and_a_resume_are_one_mlflow_run_with_one_value_per_step(
 
 
 def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_later(
-        mlflow_uri, experiment, tmp_path, digits_work):
+        mlflow_uri, experiment, tmp_path, digits_work, monkeypatch, capsys):
     """The server goes away and comes back as the run trains: unreachable through a loopback
     proxy that drops each request unanswered (`StoreProxy.stop`, a crash or a lost network),
-    then passes them on again, timed on the run's own reports."""
+    then passes them on again, timed on the run's own reports. The run trains in this
+    process; a thread of its own switches the proxy."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "tfyard", "train", *FAST, "--output_dir", str(out),
-               "--work_dir", str(digits_work), "--no_export", "--train_steps", "100",
-               "--eval_every_epochs", "100"]
+    flags = ["train", *FAST, "--output_dir", str(out), "--work_dir", str(digits_work),
+             "--no_export", "--train_steps", "100", "--eval_every_epochs", "100"]
     proxy = StoreProxy(mlflow_uri)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", proxy.url)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
+    paused = []
+
+    def outage():
+        try:
+            wait_for(lambda: len(report_steps(out)) >= 2)
+            proxy.stop()
+            reached = len(report_steps(out))         # the server is gone: training goes on
+            wait_for(lambda: len(report_steps(out)) >= reached + 12, timeout=60)
+        except AssertionError as error:
+            paused.append(error)
+        finally:
+            proxy.release()                          # back, before the run ends
+
+    switch = threading.Thread(target=outage, daemon=True)
     try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=tracked(proxy.url, experiment))
-        wait_for(lambda: len(report_steps(out)) >= 2, proc)
-        proxy.stop()
-        reached = len(report_steps(out))         # the server is gone: training goes on
-        wait_for(lambda: len(report_steps(out)) >= reached + 12, proc, timeout=60)
-        proxy.release()                          # back, before the run ends
-        output, _ = proc.communicate(timeout=600)
+        switch.start()
+        done = run_here(capsys, *flags)
+        switch.join()
     finally:
         proxy.close()
-    assert proc.returncode == 0, output[-3000:]
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and not paused, (paused, output[-3000:])
     assert output.count(f"MLflow at {proxy.url} failed") == 1, output[-3000:]
     assert "not sent" not in output
     (logged,) = runs(mlflow_uri, experiment)
@@ -177,7 +191,7 @@ def test_a_bad_uri_stops_before_step_1_unless_tracking_is_optional(tmp_path, dig
 
 
 def test_track_logs_an_untracked_run_once_with_its_model(mlflow_uri, experiment, tmp_path,
-                                                         run, monkeypatch,  # noqa: F811
+                                                         run, monkeypatch,
                                                          capsys):
     """`track` and `evaluate` in this process: what they send is the point, not a fresh
     one (the CLI's own process is tests/test_readme.py's tracking page)."""
@@ -218,7 +232,7 @@ def post(url: str, body: dict) -> tuple[int, str]:
 
 
 def test_the_served_model_takes_image_bytes_only_over_rest_and_in_process(
-        mlflow_uri, experiment, tmp_path, run, folder, monkeypatch):  # noqa: F811
+        mlflow_uri, experiment, tmp_path, run, folder, monkeypatch):
     import mlflow.pyfunc
 
     import tfyard

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_tfyard
+from tests.conftest import run_here
 from tests.train.conftest import FAST, read_jsonl
 from tests.tune.conftest import write_space
 
@@ -15,17 +15,18 @@ pytest.importorskip("optuna")
 
 
 @pytest.mark.slow
-def test_a_real_pbt_study_hands_a_checkpoint_over_and_names_the_best(tmp_path):
+def test_a_real_pbt_study_hands_a_checkpoint_over_and_names_the_best(tmp_path, capsys):
     """Two real trials stop at step 7; the worse goes on from the better's checkpoint (the
     same bytes), in its own run, with the perturbed learning rate; the study names the best
-    trial by its last evaluation. One study: the suite's one real-training tune test."""
+    trial by its last evaluation. One study: the suite's one real-training tune test (tune
+    in this process, each trial a `tfyard train` of its own)."""
     space = write_space(tmp_path, "learning_rate: {loguniform: [0.01, 0.2]}\n")
     shared = [a for a in FAST if a not in ("--learning_rate", "0.05")]
-    result = run_tfyard("tune", "--space", space, "--metric", "validation/top1", "--mode",
-                        "max", "--trials", "2", "--parallel", "2", "--scheduler", "pbt",
-                        "--pbt_interval", "7", "--output_dir", tmp_path / "study",
-                        "--epochs", "0.3", "--eval_every_epochs", "0.15", "--no_export",
-                        *shared)
+    result = run_here(capsys, "tune", "--space", space, "--metric", "validation/top1", "--mode",
+                      "max", "--trials", "2", "--parallel", "2", "--scheduler", "pbt",
+                      "--pbt_interval", "7", "--output_dir", tmp_path / "study",
+                      "--epochs", "0.3", "--eval_every_epochs", "0.15", "--no_export",
+                      *shared)
     assert result.returncode == 0, result.stderr[-3000:]
     trials = tmp_path / "study" / "trials"
     (recipient,) = [p for p in trials.iterdir() if (p / "pbt.json").exists()]
