@@ -11,6 +11,7 @@ from tfyard.flags.declared import (
     positive_int,
 )
 from tfyard.train.options import add_option_arguments
+from tfyard.tune import onray
 from tfyard.tune.checked import MODES
 from tfyard.tune.study import SAMPLERS, SCHEDULERS
 
@@ -75,9 +76,9 @@ def register(commands) -> None:
         "command, one Ray actor a member (--workers of them in one placement group), joining "
         "the cluster at --address, else RAY_ADDRESS, a Ray started on this machine, or a local "
         "Ray started for the study. The search itself, and the study's storage, stay here; "
-        "the workers write DIR/trials/NNNN, so across machines DIR must be a bucket or a "
-        "shared file system")
-    ray.add_argument("--on", choices=("local", "ray"), default="local",
+        "the workers write DIR/trials/NNNN, so across machines DIR must be a shared file "
+        "system")
+    ray.add_argument("--on", choices=onray.PLACES, default="local",
                      help="where the trials run (default: this machine)")
     ray.add_argument("--address", help="the Ray cluster HEAD:PORT to join")
     ray.add_argument("--workers", type=flag_type(positive_int), default=1, metavar="N",

@@ -10,6 +10,7 @@ import os
 from tfyard.errors import UserError
 from tfyard.flags.declared import nonnegative_int, positive_float, positive_int
 from tfyard.train.options import add_train_arguments, options_from_args
+from tfyard.tune import onray
 from tfyard.tune.space import RefusingParser
 from tfyard.tune.study import SAMPLERS, SCHEDULERS
 
@@ -32,14 +33,13 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     from tfyard import tracking
     from tfyard.runfiles.files import LocalFiles
     from tfyard.storage import in_bucket
-    from tfyard.tune import onray
     from tfyard.tune import study as studies
     from tfyard.tune.search import Search
     from tfyard.tune.space import option_argv, read_space
 
     _check_settings(mode=mode, trials=trials, parallel=parallel, sampler=sampler,
                     scheduler=scheduler, pbt_interval=pbt_interval, seed=seed,
-                    timeout=timeout, max_failures=max_failures)
+                    timeout=timeout, max_failures=max_failures, on=on, workers=workers)
     measured = studies.metric(metric)
     ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member, scheduler)
     if in_bucket(output_dir, "--output_dir"):
@@ -81,11 +81,13 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
 def _check_settings(**settings) -> None:
     """Each setting as its flag's type and choices check it (for the Python door: argparse
     has done it on the command line)."""
-    for name, choices in (("mode", MODES), ("sampler", SAMPLERS), ("scheduler", SCHEDULERS)):
+    for name, choices in (("mode", MODES), ("sampler", SAMPLERS), ("scheduler", SCHEDULERS),
+                          ("on", onray.PLACES)):
         if settings[name] not in choices:
             raise UserError(f"--{name} {settings[name]}: give one of {', '.join(choices)}")
     rules = {"trials": (positive_int, "a positive integer"),
              "parallel": (positive_int, "a positive integer"),
+             "workers": (positive_int, "a positive integer"),
              "max_failures": (nonnegative_int, "an integer >= 0"),
              "pbt_interval": (positive_int, "a positive integer"),
              "seed": (int, "an integer"), "timeout": (positive_float, "seconds > 0")}

@@ -3,7 +3,7 @@ is one Ray actor (or `--workers N` of them in one placement group: a gang) and e
 `launch ray` keeps (members' TF_CONFIG, SIGTERM saving, a lost actor named) holds for
 trials too. The search loop stays on this machine: it alone opens the study's storage, and
 reads each trial's reports from its run directory, which the Ray workers write (a local
-DIR for a Ray on this machine; a shared file system or a bucket across machines).
+DIR for a Ray on this machine; a shared file system across machines).
 A trial's launcher runs in the trial's process group, so pruning (SIGTERM) and a kill reach
 its actors as they reach a local trial's process."""
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from tfyard.errors import UserError
 
+PLACES = ("local", "ray")   # --on's choices
 LAUNCH = (sys.executable, "-m", "tfyard", "launch", "ray")
 
 
@@ -66,9 +67,8 @@ class RayTrials:
 
 def check(on: str, address: str | None, workers: int, cpus: float, gpus: float,
           scheduler: str) -> RayTrials | None:
-    """The checked `--on` settings: RayTrials for `--on ray`, None on this machine."""
-    if on not in ("local", "ray"):
-        raise UserError(f"--on {on}: give local or ray")
+    """The checked `--on` settings (`on` and `workers` already of their kinds): RayTrials
+    for `--on ray`, None on this machine."""
     if on == "local":
         given = [flag for flag, value, default in (
             ("address", address, None), ("workers", workers, 1),
@@ -80,8 +80,6 @@ def check(on: str, address: str | None, workers: int, cpus: float, gpus: float,
     if scheduler == "pbt":
         raise UserError("--scheduler pbt runs on this machine only; drop --on ray or pick "
                         "another --scheduler")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise UserError(f"--workers {workers!r}: give a positive integer")
     from tfyard.launch.ray import Placement
 
     Placement(cpus, gpus)   # its refusals of the two numbers, before Ray starts
