@@ -22,8 +22,13 @@ from tfyard.storage import stream
 CACHE_FILE = "tfrecord_counts.json"   # in the work dir: counts walked, by path or URL
 INDEX_FILE = "shard_index.json"   # beside shards `data convert` wrote: {name: [size, count]}
 CHECKSUM = "corrupted: the record fails its checksum (its bytes changed after it was written)"
-_HEADER, _FOOTER = 12, 4
+HEADER, FOOTER = 12, 4   # a record's length and its CRC; the data's CRC
 log = logging.getLogger("tfyard")
+
+
+def record_end(header: bytes, position: int) -> int:
+    """Where the record starting at `position` with that `HEADER`-byte `header` ends."""
+    return position + HEADER + struct.unpack_from("<Q", header)[0] + FOOTER
 
 
 def walk(path: str) -> tuple[int, str | None]:
@@ -31,16 +36,16 @@ def walk(path: str) -> tuple[int, str | None]:
     size, count = os.path.getsize(path), 0
     with open(path, "rb") as stream:
         while (position := stream.tell()) < size:
-            header = stream.read(_HEADER)
-            if len(header) < _HEADER:
+            header = stream.read(HEADER)
+            if len(header) < HEADER:
                 return count, (f"truncated: the file ends at byte {size}, inside the "
-                               f"{_HEADER}-byte header of the record starting at byte "
+                               f"{HEADER}-byte header of the record starting at byte "
                                f"{position}")
-            length = struct.unpack("<Q", header[:8])[0]
-            end = position + _HEADER + length + _FOOTER
+            end = record_end(header, position)
             if end > size:
-                return count, (f"truncated: the record at byte {position} declares {length} "
-                               f"bytes of data but the file ends {end - size} bytes short")
+                return count, (f"truncated: the record at byte {position} declares "
+                               f"{end - position - HEADER - FOOTER} bytes of data but the file "
+                               f"ends {end - size} bytes short")
             stream.seek(end)
             count += 1
     return count, None

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import glob
 import os
-import struct
 
+from tfyard.data.formats.framing import FOOTER, HEADER, record_end
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import EVENTS
-
-HEADER = 12   # a record: length (8 bytes), its checksum (4), the data, the data's checksum (4)
 
 
 def keep_latest(folder: str, start: int) -> None:
@@ -62,12 +60,11 @@ def _events(data: bytes) -> list[tuple]:
 
     records, offset = [], 0
     while offset + HEADER <= len(data):
-        length, = struct.unpack_from("<Q", data, offset)
-        end = offset + HEADER + length + 4
+        end = record_end(data[offset:offset + HEADER], offset)
         if end > len(data):
             break
         try:
-            event = event_pb2.Event.FromString(data[offset + HEADER:end - 4])
+            event = event_pb2.Event.FromString(data[offset + HEADER:end - FOOTER])
         except DecodeError:
             break
         records.append((data[offset:end], event))
