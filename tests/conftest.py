@@ -5,6 +5,7 @@ the heavy files first, and each test's garbage collected as it ends."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import logging
 import os
@@ -56,14 +57,24 @@ def pytest_runtest_teardown(item, nextitem):
     gc.freeze()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_tfyard_logger():
-    """A test that runs the CLI in-process configures the `tfyard` logger (own handler, no
-    propagation); undo it so the next test's caplog sees the records again."""
+@contextlib.contextmanager
+def tfyard_logger_kept():
+    """The `tfyard` logger as it was before the block: a CLI run in this process configures
+    it (own handler, no propagation)."""
     logger = logging.getLogger("tfyard")
     handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    yield
-    logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    try:
+        yield
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tfyard_logger():
+    """A test that runs the CLI in-process configures the `tfyard` logger; undo it so the
+    next test's caplog sees the records again."""
+    with tfyard_logger_kept():
+        yield
 
 
 @pytest.fixture(autouse=True)

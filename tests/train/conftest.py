@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tfyard
+from tests.conftest import run_tfyard, tfyard_logger_kept
 
 USER_CODE = Path(__file__).resolve().parents[1] / "user_code"
 
@@ -60,13 +59,8 @@ def main_here(*args) -> None:
     configures and the user's modules it imports are undone after, as for a test."""
     from tfyard.cli import main
 
-    logger = logging.getLogger("tfyard")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    try:
-        with user_code_imported():
-            assert main([str(arg) for arg in args]) == 0
-    finally:
-        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    with tfyard_logger_kept(), user_code_imported():
+        assert main([str(arg) for arg in args]) == 0
 
 
 def read_json(path: Path) -> dict:
