@@ -1,5 +1,5 @@
 """Shared test set-up: quiet TensorFlow, no inherited cluster, a way to run the CLI, a local
-Ray for the modules that need one, one MLflow tracking server for every test that tracks,
+Ray for the tests that need one, one MLflow tracking server for every test that tracks,
 the heavy files first, and each test's garbage collected as it ends."""
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", LEAN_JVM)
 
 
 HEAVY = ("cluster", "spark", "ray", "slow")
+# The local Ray the running tests share, while it is up: {"address": its GCS address}.
+_RAY: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(items):
@@ -51,8 +53,14 @@ def pytest_runtest_teardown(item, nextitem):
     hold) is collected as it ends, while its iterators are young: TensorFlow takes up to a
     minute to delete one that lived a minute or more (`tfyard.data.release`), which a collection
     in a later test would wait. What survives is frozen, so each collection walks one test's
-    objects (a full one walks ~400,000 in 0.4 s once TensorFlow is loaded)."""
+    objects (a full one walks ~400,000 in 0.4 s once TensorFlow is loaded). The local Ray
+    is shut down once the next test does not use it (`ray_address`)."""
     yield
+    if _RAY and "ray_address" not in getattr(nextitem, "fixturenames", ()):
+        import ray
+
+        _RAY.clear()
+        ray.shutdown()
     gc.collect()
     gc.freeze()
 
@@ -118,18 +126,19 @@ def python_prints(code: str) -> str:
     return out.stdout.strip()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ray_address():
-    """One local Ray for a module: 2 CPUs on 127.0.0.1, no dashboard, no usage stats."""
+    """One local Ray (2 CPUs on 127.0.0.1, no dashboard, no usage stats) for each run of
+    consecutive tests that use it, whatever their modules: started by the first, shut down
+    after the last (`pytest_runtest_teardown`), so Ray modules run one after the other start
+    it once (~9 s of CPU a start) and no idle cluster outlives them."""
     ray = pytest.importorskip("ray")
-    context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                       log_to_driver=False)
-    try:
-        address = context.address_info["gcs_address"]
-        assert address.startswith("127.0.0.1:")
-        yield address
-    finally:
-        ray.shutdown()
+    if not _RAY:
+        context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+                           log_to_driver=False)
+        _RAY["address"] = context.address_info["gcs_address"]
+    assert _RAY["address"].startswith("127.0.0.1:")
+    return _RAY["address"]
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Real Ray: one local Ray on 127.0.0.1 (2 CPUs, no dashboard, no usage stats) shared by
-the module; `tfyard launch ray` and `tfyard.ray.run` train the digits for real as all-reduce
-and parameter-server clusters (the user's own models through tfyard.fit), name a failing
-member, and restart after a SIGKILL."""
+the Ray tests run one after another (tests/conftest.py `ray_address`); `tfyard launch ray`
+and `tfyard.ray.run` train the digits for real as all-reduce and parameter-server clusters
+(the user's own models through tfyard.fit), name a failing member, and restart after a
+SIGKILL."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Predict on a real local Ray (2 CPUs on 127.0.0.1, one for the module): the Python form on
-a read_binary_files Dataset gives local predict's classes, the broken file, a null and an
-empty cell contained, each actor loading the model once for all its batches; `tfyard predict
---on ray` SIGKILLed while it writes, then rerun into the same --output, leaves every row once,
-under local predict's progress bar; every format (parquet into a bucket, jsonl from an actor
-a CPU, csv) and every edge item (the edge tree; a vanished file and a null cell read from a
-Dataset of paths) gives local predict's rows; images in a gs:// bucket are scored into it; a
-worker's refusal is one line.
+"""Predict on a real local Ray (2 CPUs on 127.0.0.1, shared with the Ray tests beside it):
+the Python form on a read_binary_files Dataset gives local predict's classes, the broken
+file, a null and an empty cell contained, each actor loading the model once for all its
+batches; `tfyard predict --on ray` SIGKILLed while it writes, then rerun into the same
+--output, leaves every row once, under local predict's progress bar; every format (parquet
+into a bucket, jsonl from an actor a CPU, csv) and every edge item (the edge tree; a vanished
+file and a null cell read from a Dataset of paths) gives local predict's rows; images in a
+gs:// bucket are scored into it; a worker's refusal is one line.
 
 Each job's actors import TensorFlow and load the model (~10 s of a CPU each), so the
 promises share jobs: one job a format, one actor where parallelism is not the point."""
