@@ -120,9 +120,10 @@ def pruner(name: str):
             "asha": pruners.SuccessiveHalvingPruner, "pbt": pruners.NopPruner}[name]()
 
 
-def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dict:
-    """tune.json, trials.csv and tune.png as the study stands now; returns tune.json's
-    content."""
+def write_summary(study, place, storage: str, metric_name: str) -> dict:
+    """tune.json, trials.csv and tune.png as the study stands now, in the study's `place`
+    (a `tune.place.StudyPlace`: written in its home, uploaded when it is a bucket); returns
+    tune.json's content."""
     from tfyard.tune.plot import plot_study
 
     states = import_optuna().trial.TrialState
@@ -139,7 +140,7 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
         "trials": {state: sum(_state(t) == state for t in trials)
                    for state in [s.name.lower() for s in states] + ["surplus"]},
     }
-    directory = StudyDirectory(output_dir)
+    directory = place.home
     with replacing_file(directory.summary) as stream:
         json.dump(summary, stream, indent=2)
         stream.write("\n")
@@ -154,6 +155,7 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
                             t.user_attrs.get("run_dir", ""), _time(t.datetime_start),
                             _time(t.datetime_complete)])
     plot_study(trials, directory.plot, metric_name, study.direction.name == "MAXIMIZE")
+    place.publish(directory.summary, directory.table, directory.plot)
     return summary
 
 
