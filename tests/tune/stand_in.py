@@ -5,8 +5,8 @@ second. It reads --output_dir, --learning_rate, --epochs, --eval_every_epochs an
 from it, stops at --pause_at_step with exit 143 (at once when resumed there), saves and
 exits 143 on SIGTERM; as one member of several (TF_CONFIG), only worker 0 writes the run, as
 train's chief does. An --output_dir in a bucket is written, as train writes it, to its local
-copy under --work_dir (`storage.run_copy`), uploaded when its steps end, however they end. It fails as told
-by env:
+copy under --work_dir (`storage.run_copy`), uploaded when its steps end, however they end.
+It fails as told by env:
 STAND_IN_FAIL_ABOVE=LR exits 1 for a learning rate above LR; STAND_IN_STEP_S slows a step."""
 
 import argparse

@@ -27,10 +27,10 @@ def _argv(tmp_path, *extra):
             *extra]
 
 
-def _objects(s3) -> dict[str, bytes]:
-    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="studies/one/")
+def _objects(client) -> dict[str, bytes]:
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="studies/one/")
     return {o["Key"].removeprefix("studies/one/"):
-            s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+            client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
             for o in listed.get("Contents", [])}
 
 
