@@ -1,7 +1,7 @@
-"""A study whose --output_dir is a bucket prefix (on the suite's S3 server): each stand-in
-trial an ordinary bucket run in DIR/trials/NNNN, the study in the --storage database, its
-summary, table, plot and logs in the bucket, and predict/evaluate's lookup of a study naming
-the best trial's run there."""
+"""A study whose --output_dir is a bucket prefix (on the suite's S3 server): each trial an
+ordinary bucket run in DIR/trials/NNNN, the study in the --storage database, its summary,
+table, plot and logs in the bucket, and predict/evaluate given the prefix using the best
+trial's run there. Stand-in trials, and one small real study."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import json
 
 import pytest
 
+from tests.conftest import run_here
 from tests.storage.conftest import s3, s3_endpoint  # noqa: F401 - the fixtures used here
+from tests.train.conftest import FAST
 from tests.tune.conftest import tune, write_space
 from tfyard.errors import UserError
 from tfyard.runfiles.study import run_named
@@ -78,3 +80,25 @@ def test_what_a_bucket_study_cannot_do_is_one_line_before_any_trial(tmp_path, ex
         tune(*_argv(tmp_path, *[storage if flag == "STORAGE" else flag for flag in extra]))
     assert words in str(refused.value) and "\n" not in str(refused.value)
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.slow
+def test_a_real_study_in_a_bucket_evaluates_with_its_best_run(s3, tmp_path, capsys):  # noqa: F811
+    """Two real `tfyard train` trials written to the bucket; `tfyard evaluate` given the
+    study's prefix restores the best trial's checkpoint. The suite's one real bucket study."""
+    s3.create_bucket(Bucket="tune-real")
+    url, storage = "s3://tune-real/study", f"sqlite:///{tmp_path / 'study.db'}"
+    space = write_space(tmp_path, "learning_rate: {choice: [0.05, 0.0001]}\n")
+    shared = [a for a in FAST if a not in ("--learning_rate", "0.05")]
+    result = run_here(capsys, "tune", "--space", space, "--metric", "validation/top1",
+                      "--mode", "max", "--trials", "2", "--sampler", "grid", "--storage",
+                      storage, "--output_dir", url, "--epochs", "0.2", "--no_export",
+                      *shared)
+    assert result.returncode == 0, result.stderr[-3000:]
+    best = optuna.load_study(study_name="study", storage=storage).best_trial
+    names = {o["Key"] for o in s3.list_objects_v2(Bucket="tune-real")["Contents"]}
+    assert {f"study/trials/{n:04d}/checkpoints/checkpoint" for n in (0, 1)} <= names
+    evaluated = run_here(capsys, "evaluate", "--output_dir", url)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    source = json.loads(evaluated.stdout)["source"]
+    assert f"trials/{best.number:04d}/checkpoints/ckpt-" in source

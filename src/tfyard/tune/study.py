@@ -20,8 +20,10 @@ from tfyard.tracking import redacted, scrubbed
 
 SAMPLERS = ("tpe", "random", "grid")
 # Tunes started at once on a new database race to create Optuna's tables: the loser's
-# "table ... already exists" is retried, when the tables are there to open.
+# "table ... already exists", or its duplicate stamp of the schema's version, is retried,
+# when the tables are there to open.
 CREATE_TRIES = 5
+RACES = ("already exists", "UNIQUE constraint failed: alembic_version")
 # A trial's user attribute: asked by one of two tunes sharing the storage at the same moment,
 # one too many, told failed and never run (`search._ask`); counted as its own state here.
 SURPLUS = "tfyard.surplus"
@@ -80,7 +82,7 @@ def open_storage(url: str):
         try:
             return optuna.storages.RDBStorage(url)
         except Exception as exc:  # SQLAlchemy's and the drivers' errors have no common base
-            if "already exists" in str(exc) and attempt + 1 < CREATE_TRIES:
+            if any(race in str(exc) for race in RACES) and attempt + 1 < CREATE_TRIES:
                 time.sleep(0.2)   # another tune created the tables meanwhile: open them
                 continue
             _refuse(url, exc)
