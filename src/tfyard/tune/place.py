@@ -25,9 +25,13 @@ class StudyPlace:
         self.runs = StudyDirectory(self.url or os.path.abspath(output_dir))
         self.home = StudyDirectory(default_work(self.url) if self.url else self.runs.root)
 
-    def trial(self, number: int) -> tuple[str, str]:
-        """Trial `number`'s run directory (its --output_dir) and its work dir."""
-        return self.runs.trial(number), self.home.path("work", f"{number:04d}")
+    def run_dir(self, number: int) -> str:
+        """Trial `number`'s run directory, its --output_dir: `DIR/trials/NNNN`."""
+        return self.runs.trial(number)
+
+    def work_dir(self, number: int) -> str:
+        """Trial `number`'s --work_dir, on this machine."""
+        return os.path.join(self.home.work, f"{number:04d}")
 
     def local_run(self, run_dir: str, work_dir: str) -> str:
         """Where the run `run_dir` is written on this machine: itself, or in a bucket its

@@ -196,7 +196,7 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
     if left is None:
         trial = asked
         params = {p.name: p.suggest(trial) for p in search.space if p.kind}
-        run_dir = place.trial(trial.number)[0]
+        run_dir = place.run_dir(trial.number)
         trial.set_user_attr("run_dir", run_dir)
         reported, verb = (), "started"
     else:
@@ -206,7 +206,7 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         reported, verb = left.intermediate_values, "resumed"
     if runs:
         runs.child(trial, run_dir, params)
-    work_dir = place.trial(trial.number)[1]
+    work_dir = place.work_dir(trial.number)
     command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
     if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
