@@ -82,6 +82,17 @@ def test_what_a_bucket_study_cannot_do_is_one_line_before_any_trial(tmp_path, ex
     assert not (tmp_path / "x.db").exists()
 
 
+def test_a_missing_bucket_is_one_line_before_any_trial(s3, tmp_path):  # noqa: F811
+    storage = f"sqlite:///{tmp_path / 'x.db'}"
+    argv = [flag.replace(BUCKET, "no-such-bucket") if isinstance(flag, str) else flag
+            for flag in _argv(tmp_path, "--storage", storage)]
+    with pytest.raises(UserError, match="^--output_dir s3://no-such-bucket/studies/one") as no:
+        tune(*argv)
+    assert "no such bucket" in str(no.value) and "\n" not in str(no.value)
+    assert not (tmp_path / "x.db").exists()
+    assert not list(tmp_path.rglob("*.log"))
+
+
 @pytest.mark.slow
 def test_a_real_study_in_a_bucket_evaluates_with_its_best_run(s3, tmp_path, capsys):  # noqa: F811
     """A real `tfyard train` trial written to the bucket; `tfyard evaluate` given the study's

@@ -48,7 +48,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                 shared.mlflow_optional)
     if in_bucket(output_dir, "--output_dir"):
-        _check_bucket(storage, scheduler, ray, tracked)
+        _check_bucket(output_dir, storage, scheduler, ray, tracked)
     params = read_space(space)
     both = sorted(given & {p.name for p in params})
     if both:
@@ -102,9 +102,13 @@ def _check_settings(**settings) -> None:
             raise UserError(f"--{name} {value!r}: give {rule}")
 
 
-def _check_bucket(storage: str | None, scheduler: str, ray, tracked) -> None:
+def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray,
+                  tracked) -> None:
     """A study in a bucket: its trials are bucket runs written from this machine; what
-    needs more than that is refused before any trial."""
+    needs more than that, and a bucket that is missing or cannot be written, are refused
+    before any trial."""
+    from tfyard.storage import require_writable
+
     if not storage:
         raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
                         "can share; SQLite cannot live in a bucket)")
@@ -116,6 +120,7 @@ def _check_bucket(storage: str | None, scheduler: str, ray, tracked) -> None:
         if given:
             raise UserError(f"--output_dir in a bucket: {what} is not supported with a "
                             "bucket study yet; give a local --output_dir")
+    require_writable(output_dir, "--output_dir")
 
 
 def _check_pbt(scheduler: str, interval: int | None, space, trials: int,
