@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import StudyDirectory
 from tfyard.storage import copy_url, default_work, in_bucket, run_copy, upload_file
 
@@ -52,5 +53,5 @@ class StudyPlace:
         nothing for a local study (they are written in place)."""
         if self.url:
             for path in paths:
-                if os.path.exists(path):
+                if LocalFiles().has(path):
                     upload_file(path, copy_url(path, self.home.root, self.url), FLAG)
