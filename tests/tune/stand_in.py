@@ -4,10 +4,13 @@ second. It reads --output_dir, --learning_rate, --epochs, --eval_every_epochs an
 0.1) and, like train, keeps its state (step, top1) in checkpoints/ at each report and resumes
 from it, stops at --pause_at_step with exit 143 (at once when resumed there), saves and
 exits 143 on SIGTERM; as one member of several (TF_CONFIG), only worker 0 writes the run, as
-train's chief does. It fails as told by env:
+train's chief does. An --output_dir in a bucket is written, as train writes it, to its local
+copy under --work_dir (`storage.run_copy`), uploaded when its steps end, however they end.
+It fails as told by env:
 STAND_IN_FAIL_ABOVE=LR exits 1 for a learning rate above LR; STAND_IN_STEP_S slows a step."""
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -20,6 +23,7 @@ STEPS_PER_EPOCH = 100
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--output_dir")
+parser.add_argument("--work_dir")
 parser.add_argument("--learning_rate", type=float, default=0.1)
 parser.add_argument("--epochs", type=float, default=1.0)
 parser.add_argument("--eval_every_epochs", type=float)
@@ -33,6 +37,20 @@ task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
 print(f"stand-in: member {task.get('type', 'worker')}:{task.get('index', 0)}")
 if task.get("index", 0):   # another member: a private directory, as train's non-chief
     args.output_dir = tempfile.mkdtemp()
+published = contextlib.nullcontext()
+if "://" in args.output_dir:   # a bucket: tfyard's own copy and upload (no TensorFlow)
+    from tfyard.storage import location, mirror, run_copy
+
+    url, args.output_dir = args.output_dir, run_copy(args.output_dir, args.work_dir)
+
+    @contextlib.contextmanager
+    def uploading():
+        try:
+            yield
+        finally:
+            mirror.uploaded(args.output_dir, location(url), "--output_dir")
+
+    published = uploading()
 os.makedirs(os.path.join(args.output_dir, "checkpoints"), exist_ok=True)
 path = os.path.join(args.output_dir, "metrics.jsonl")
 saved = os.path.join(args.output_dir, "checkpoints", "state.json")
@@ -42,7 +60,7 @@ if state["step"] == args.pause_at_step:   # resumed where it was to stop, as tra
 every = round(args.eval_every_epochs * STEPS_PER_EPOCH)
 last = round(args.epochs * STEPS_PER_EPOCH)
 gain = (1.0 - abs(math.log10(args.learning_rate) + 1.0) / 4) * every / last
-with open(path, "a") as stream:
+with published, open(path, "a") as stream:
     for step in range(state["step"] + every, last + 1, every):
         time.sleep(float(os.environ.get("STAND_IN_STEP_S", "0.05")))
         state = {"step": step, "top1": state["top1"] + gain}

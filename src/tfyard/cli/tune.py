@@ -91,7 +91,10 @@ def register(commands) -> None:
                      metavar="G", help="GPUs each member reserves (default: 0)")
     platform.add_platform_flag(tune, "output_dir", required=True, help="the study's "
                                "directory: trials/, logs/, study.db, tune.json, trials.csv, "
-                               "tune.png")
+                               "tune.png. A bucket prefix (s3://, gs://) takes --storage; its "
+                               "trials are bucket runs, the trials' work dirs stay on this "
+                               "machine, the summary and logs are uploaded; not with "
+                               "--scheduler pbt, --on ray or MLflow")
     tune.set_defaults(func=_tune, train_argv=[])
 
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -140,6 +141,17 @@ def _resolver(cluster: ClusterConfig, num_gpus: int):
     )
 
 
+@functools.cache
+def _mirrored(devices: tuple[str, ...]):
+    """One MirroredStrategy per device set in a process. Each new one numbers its collectives
+    from the same first keys, which the runtime keeps bound to the shapes of the earlier
+    one's: a notebook's next fit of another model would fail ("Shape mismatch in the
+    collective instance 100"). One strategy goes on numbering where it left off."""
+    import tensorflow as tf
+
+    return tf.distribute.MirroredStrategy(list(devices))
+
+
 def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
     """Build the tf.distribute strategy the plan names (for `train` and `evaluate`)."""
     import tensorflow as tf
@@ -154,7 +166,7 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
             devices = [f"/gpu:{i}" for i in range(num_gpus)]
         else:
             devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-        return tf.distribute.MirroredStrategy(devices)
+        return _mirrored(tuple(devices))
     export_tf_config(cluster)
     if name == "multi_worker_mirrored":
         global _end_timeout_s, _end_others

@@ -107,8 +107,7 @@ def local_output(path: str | None, flag: str):
         return
     from tfyard.storage import mirror
 
-    place = _output_place(path, flag, "KEY")
-    _require_writable(place, flag)
+    place = require_writable(path, flag, "KEY")
     os.makedirs(default_cache(), exist_ok=True)
     folder = tempfile.mkdtemp(prefix="upload-", dir=default_cache())
     local = os.path.join(folder, os.path.basename(place.key) or "output")
@@ -133,10 +132,12 @@ def _output_place(url: str, flag: str, part: str) -> Location:
     return place
 
 
-def _require_writable(place: Location, flag: str) -> None:
-    """Before any work: a conditional test write beside the output (created only if absent,
-    then removed), so that a missing bucket or one these credentials cannot write is one
-    line now, not after the work."""
+def require_writable(url: str, flag: str, part: str = "PREFIX") -> Location:
+    """Before any work: the output's place (not a bucket's root; `part` names what to add
+    to one), and a conditional test write beside it (created only if absent, then removed),
+    so that a missing bucket or one these credentials cannot write is one line now, not
+    after the work."""
+    place = _output_place(url, flag, part)
     probe = Location(place.scheme, place.bucket, f"{place.key}{PROBE}{uuid.uuid4().hex[:8]}")
     objects = stores.of(place.scheme)
     try:
@@ -147,6 +148,7 @@ def _require_writable(place: Location, flag: str) -> None:
         raise UserError(str(exc).replace(str(probe), str(place))) from None
     with contextlib.suppress(UserError):   # written but not removable: a few bytes left
         objects.delete(probe, flag)
+    return place
 
 
 def run_copy(url: str, work_dir: str | None) -> str:

@@ -34,6 +34,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     from tfyard.runfiles.files import LocalFiles
     from tfyard.storage import in_bucket
     from tfyard.tune import study as studies
+    from tfyard.tune.place import StudyPlace
     from tfyard.tune.search import Search
     from tfyard.tune.space import option_argv, read_space
 
@@ -42,13 +43,12 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
                     timeout=timeout, max_failures=max_failures, on=on, workers=workers)
     measured = studies.metric(metric)
     ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member, scheduler)
-    if in_bucket(output_dir, "--output_dir"):
-        raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
-                        "can share; SQLite cannot live in a bucket)" if not storage else
-                        "--output_dir in a bucket: not supported by tune yet; give a local "
-                        "directory")
     train_argv = [str(flag) for flag in train_argv]
     shared, given = _train_options(train_argv)
+    tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
+                                shared.mlflow_optional)
+    if in_bucket(output_dir, "--output_dir"):
+        _check_bucket(output_dir, storage, scheduler, ray, tracked)
     params = read_space(space)
     both = sorted(given & {p.name for p in params})
     if both:
@@ -63,7 +63,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     evaluations, epochs = _cadence(shared, fixed, searched, given)
     storage = storage or studies.default_storage(output_dir)
     studies.import_optuna()
-    LocalFiles().make_directory(output_dir)
+    LocalFiles().make_directory(StudyPlace(output_dir).home.root)
     studies.open_storage(storage)
     threads = _split(parallel) if ray is None else ray.threads   # Ray: checked as it starts
     return Search(
@@ -72,8 +72,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
         study_name=study_name or os.path.basename(os.path.abspath(output_dir)),
         parallel=parallel, threads=threads, sampler=sampler, scheduler=scheduler, seed=seed,
         timeout=timeout, max_failures=max_failures,
-        tracking=tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
-                                   shared.mlflow_optional),
+        tracking=tracked,
         fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
         pbt_interval=pbt_interval, ray=ray)
 
@@ -101,6 +100,27 @@ def _check_settings(**settings) -> None:
             right = False
         if not right:
             raise UserError(f"--{name} {value!r}: give {rule}")
+
+
+def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray,
+                  tracked) -> None:
+    """A study in a bucket: its trials are bucket runs written from this machine; what
+    needs more than that, and a bucket that is missing or cannot be written, are refused
+    before any trial."""
+    from tfyard.storage import require_writable
+
+    if not storage:
+        raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
+                        "can share; SQLite cannot live in a bucket)")
+    for given, what in ((scheduler == "pbt", "--scheduler pbt (it hands checkpoints between "
+                         "trials' local directories)"),
+                        (ray is not None, "--on ray (tune reads each trial's local copy)"),
+                        (tracked is not None, "MLflow tracking (--mlflow_uri or "
+                         "MLFLOW_TRACKING_URI)")):
+        if given:
+            raise UserError(f"--output_dir in a bucket: {what} is not supported with a "
+                            "bucket study yet; give a local --output_dir")
+    require_writable(output_dir, "--output_dir")
 
 
 def _check_pbt(scheduler: str, interval: int | None, space, trials: int,

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, replace
 from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
 from tfyard.runfiles.files import LocalFiles
-from tfyard.runfiles.layout import StudyDirectory
+from tfyard.runfiles.layout import LOGS
 from tfyard.tracking import Settings
 from tfyard.tune import pbt
 from tfyard.tune import study as studies
 from tfyard.tune.onray import RayTrials
+from tfyard.tune.place import StudyPlace
 from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
@@ -55,6 +56,9 @@ class Search:
     pbt_interval: int | None = None  # --scheduler pbt: steps between exploit/explore rounds
     ray: RayTrials | None = None    # --on ray: each trial a `launch ray` on that cluster
 
+    def place(self) -> StudyPlace:
+        return StudyPlace(self.output_dir)
+
     def grid(self) -> dict | None:
         return {p.name: list(p.values) for p in self.space if p.kind} \
             if self.sampler == "grid" else None
@@ -76,15 +80,16 @@ def _run(search: Search) -> dict:
         storage=studies.open_storage(search.storage), study_name=search.study_name,
         direction=search.direction, load_if_exists=True, pruner=studies.pruner(search.scheduler),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
-    directory = StudyDirectory(os.path.abspath(search.output_dir))
+    place = search.place()
+    directory = place.home   # the logs, and the summary before a bucket's upload
     runs = StudyRuns.start(search.tracking, study, directory.root, _described(search))
-    for place in (directory.trials, directory.logs):
-        LocalFiles().make_directory(place)
+    for folder in (directory.logs, *([] if place.url else [directory.trials])):
+        LocalFiles().make_directory(folder)
     wanted = search.trials
     if search.sampler == "grid":
         wanted = min(wanted, math.prod(len(values) for values in search.grid().values()))
     left = [t for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))
-            if _ours(search, t.user_attrs.get("run_dir"))]
+            if place.holds(t.user_attrs.get("run_dir"))]
     running: dict[int, RunningTrial] = {}
     population = pbt.Population(search.space, search.pbt_interval, search.direction ==
                                 "maximize", search.seed) if search.scheduler == "pbt" else None
@@ -122,14 +127,15 @@ def _run(search: Search) -> dict:
                     failures += not _tell(search, study, states, trial)
                     if runs:
                         runs.ended(study, number, search.metric.name)
-                    studies.write_summary(study, search.output_dir, search.storage,
-                                          search.metric.name)
+                    place.publish(trial.log_path)
+                    studies.write_summary(study, place, search.storage, search.metric.name)
     except Stopped as stop:
         for trial in running.values():
             trial.stop()
         for trial in running.values():
             trial.wait()
-        studies.write_summary(study, search.output_dir, search.storage, search.metric.name)
+        place.publish(*(trial.log_path for trial in running.values()))
+        studies.write_summary(study, place, search.storage, search.metric.name)
         if runs:
             runs.close(directory.root, "KILLED")   # a rerun continues it
         print(f"tune: stopped; {len(running)} running trial(s) saved a checkpoint and "
@@ -137,8 +143,7 @@ def _run(search: Search) -> dict:
         raise SystemExit(128 + stop.signum) from None
     finally:
         restore_handlers(previous)
-    summary = studies.write_summary(study, search.output_dir, search.storage,
-                                    search.metric.name)
+    summary = studies.write_summary(study, place, search.storage, search.metric.name)
     if runs:
         runs.close(directory.root, "FAILED" if failures > search.max_failures else "FINISHED")
     if failures > search.max_failures:
@@ -146,13 +151,6 @@ def _run(search: Search) -> dict:
                         f"{search.max_failures}; see {directory.logs}, "
                         "fix the cause and rerun the same command to go on")
     return summary
-
-
-def _ours(search: Search, run_dir: str | None) -> bool:
-    """A trial left running in this study's own directory (a shared storage's other
-    machines resume theirs)."""
-    trials = StudyDirectory(os.path.abspath(search.output_dir)).trials + os.sep
-    return bool(run_dir) and os.path.abspath(run_dir).startswith(trials)
 
 
 def _described(search: Search) -> dict:
@@ -194,11 +192,11 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
     """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
     a PBT trial going on after its interval) with its own params, started as a process.
     Optuna has no public door back into a running trial, so `left` is reopened by its id."""
-    study_dir = StudyDirectory(os.path.abspath(search.output_dir))
+    place = search.place()
     if left is None:
         trial = asked
         params = {p.name: p.suggest(trial) for p in search.space if p.kind}
-        run_dir = study_dir.trial(trial.number)
+        run_dir = place.run_dir(trial.number)
         trial.set_user_attr("run_dir", run_dir)
         reported, verb = (), "started"
     else:
@@ -208,7 +206,7 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         reported, verb = left.intermediate_values, "resumed"
     if runs:
         runs.child(trial, run_dir, params)
-    work_dir = os.path.join(study_dir.work, f"{trial.number:04d}")
+    work_dir = place.work_dir(trial.number)
     command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
     if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
@@ -223,9 +221,10 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if search.threads:
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
-    log_path = os.path.join(study_dir.logs, f"{trial.number:04d}.log")
+    log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
-    return RunningTrial(trial, run_dir, command, env, log_path, search.metric, reported)
+    return RunningTrial(trial, place.local_run(run_dir, work_dir), command, env, log_path,
+                        search.metric, reported)
 
 
 def _tell(search: Search, study, states, trial: RunningTrial) -> bool:

@@ -20,8 +20,10 @@ from tfyard.tracking import redacted, scrubbed
 
 SAMPLERS = ("tpe", "random", "grid")
 # Tunes started at once on a new database race to create Optuna's tables: the loser's
-# "table ... already exists" is retried, when the tables are there to open.
+# "table ... already exists", or its duplicate stamp of the schema's version, is retried,
+# when the tables are there to open.
 CREATE_TRIES = 5
+RACES = ("already exists", "UNIQUE constraint failed: alembic_version")
 # A trial's user attribute: asked by one of two tunes sharing the storage at the same moment,
 # one too many, told failed and never run (`search._ask`); counted as its own state here.
 SURPLUS = "tfyard.surplus"
@@ -80,7 +82,7 @@ def open_storage(url: str):
         try:
             return optuna.storages.RDBStorage(url)
         except Exception as exc:  # SQLAlchemy's and the drivers' errors have no common base
-            if "already exists" in str(exc) and attempt + 1 < CREATE_TRIES:
+            if any(race in str(exc) for race in RACES) and attempt + 1 < CREATE_TRIES:
                 time.sleep(0.2)   # another tune created the tables meanwhile: open them
                 continue
             _refuse(url, exc)
@@ -120,9 +122,10 @@ def pruner(name: str):
             "asha": pruners.SuccessiveHalvingPruner, "pbt": pruners.NopPruner}[name]()
 
 
-def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dict:
-    """tune.json, trials.csv and tune.png as the study stands now; returns tune.json's
-    content."""
+def write_summary(study, place, storage: str, metric_name: str) -> dict:
+    """tune.json, trials.csv and tune.png as the study stands now, in the study's `place`
+    (a `tune.place.StudyPlace`: written in its home, uploaded when it is a bucket); returns
+    tune.json's content."""
     from tfyard.tune.plot import plot_study
 
     states = import_optuna().trial.TrialState
@@ -139,7 +142,7 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
         "trials": {state: sum(_state(t) == state for t in trials)
                    for state in [s.name.lower() for s in states] + ["surplus"]},
     }
-    directory = StudyDirectory(output_dir)
+    directory = place.home
     with replacing_file(directory.summary) as stream:
         json.dump(summary, stream, indent=2)
         stream.write("\n")
@@ -154,6 +157,7 @@ def write_summary(study, output_dir: str, storage: str, metric_name: str) -> dic
                             t.user_attrs.get("run_dir", ""), _time(t.datetime_start),
                             _time(t.datetime_complete)])
     plot_study(trials, directory.plot, metric_name, study.direction.name == "MAXIMIZE")
+    place.publish(directory.summary, directory.table, directory.plot)
     return summary
 
 

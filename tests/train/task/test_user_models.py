@@ -215,8 +215,8 @@ def test_train_steps_beyond_a_finite_input_repeat_it(tmp_path):
 def two_replica_process(tmp_path_factory) -> tuple[Path, list[str]]:
     """One fresh process for the two tests below (its directory and what it printed):
     tests/user_code/job.py runs first as that process's `__main__`, as `python job.py OUT 2`
-    runs it, then a notebook's later cells call tfyard.fit twice more on 2 CPU replicas and
-    once on 3."""
+    runs it, then a notebook's later cells call tfyard.fit twice more on 2 CPU replicas, once
+    with another model (its collectives of other shapes), and once on 3."""
     work = tmp_path_factory.mktemp("two-replicas")
     job, out = str(USER_CODE / "job.py"), str(work / "out")
     script = f"""
@@ -233,6 +233,14 @@ common = dict(num_classes=2, output_dir={str(work / "cells")!r}, ds="mirrored",
 for steps in (2, 4):
     print("steps", tfyard.fit(build, input_fn, train_steps=steps, cpu_replicas=2, **common)[
         "final_step"])
+import keras
+def other(input_shape, num_classes):
+    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                              keras.layers.Dense(7), keras.layers.Dense(num_classes)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    return model
+print("other", tfyard.fit(other, input_fn, train_steps=2, cpu_replicas=2,
+                          **{{**common, "output_dir": {str(work / "other")!r}}})["final_step"])
 try:
     tfyard.fit(build, input_fn, train_steps=6, cpu_replicas=3, **common)
 except UserError as exc:
@@ -256,14 +264,15 @@ def test_a_user_script_with_an_input_fn_trains_on_two_cpu_replicas(two_replica_p
 
 
 def test_cpu_replicas_are_set_once_per_process(two_replica_process):
-    """tfyard.fit again in one process on 2 CPU replicas (a notebook's second and third
-    cells, after the script's run) works; a different count, once TensorFlow has started,
-    is one line saying why."""
+    """tfyard.fit again in one process on 2 CPU replicas (a notebook's next cells, after the
+    script's run) works, with another model too; a different count, once TensorFlow has
+    started, is one line saying why."""
     _, printed = two_replica_process
     assert printed == [
-        "steps 2", "steps 4", "refused --cpu_replicas 3: TensorFlow's runtime already started "
-        "in this process (a TensorFlow op ran before training); call tfyard.fit before any "
-        "TensorFlow op, or in a fresh process"], printed
+        "steps 2", "steps 4", "other 2",
+        "refused --cpu_replicas 3: TensorFlow's runtime already started in this process (a "
+        "TensorFlow op ran before training); call tfyard.fit before any TensorFlow op, or in "
+        "a fresh process"], printed
 
 
 def test_a_resumed_input_fn_continues_after_the_step_reached(tmp_path):
