@@ -57,18 +57,6 @@ def wait_at_barrier(name: str, timeout_ms: int) -> None:
     context.context().wait_at_barrier(name, timeout_ms)
 
 
-def set_cluster_key(key: str, value: str) -> None:
-    """Put `key` in the coordination service's key-value store, for every member to read.
-    Checked against TensorFlow 2.21."""
-    context.context().set_config_key_value(key, value)
-
-
-def wait_for_cluster_key(key: str, timeout_ms: int) -> str:
-    """Block until some member sets `key` (a `tf.errors.OpError` on a timeout, a lost
-    leader, or no coordination service). Checked against TensorFlow 2.21."""
-    return context.context().get_config_key_value(key, timeout_ms)
-
-
 def compiled_loss(model):
     """The loss `model.compile(loss=...)` set up, as Keras trains with it: `(y_true, y_pred,
     sample_weight=None)` -> one replica's scalar, per-output losses and `loss_weights`

@@ -25,10 +25,8 @@ STRATEGIES = ("off", "one_device", "mirrored", "multi_worker_mirrored", "paramet
 MIN_INTER_OP_THREADS = 8
 # The all-reduce members meet here at a normal end (see end_together).
 END_BARRIER = "tfyard_end_of_job"
-LEADER_LEAVING = "tfyard_leader_leaving"   # the key the leader sets as its process ends
 END_TIMEOUT_ENV, END_TIMEOUT_S = "TFYARD_END_TIMEOUT", 3600.0
 _end_timeout_s: float | None = None   # set on an all-reduce member: how long end_together waits
-_end_others: list[str] | None = None  # on the all-reduce leader: the other members' addresses
 # A SIGTERMed ps / PS worker serves on while the chief is up, for at most this long.
 SERVER_GRACE_ENV, SERVER_GRACE_S = "TFYARD_SERVER_GRACE", 20.0
 
@@ -169,9 +167,8 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
         return _mirrored(tuple(devices))
     export_tf_config(cluster)
     if name == "multi_worker_mirrored":
-        global _end_timeout_s, _end_others
+        global _end_timeout_s
         _end_timeout_s = envvars.number(END_TIMEOUT_ENV, END_TIMEOUT_S)
-        _end_others = _other_members(cluster) if cluster.is_coordinator else None
         try:
             return tf.distribute.MultiWorkerMirroredStrategy(
                 cluster_resolver=_resolver(cluster, num_gpus)
@@ -186,24 +183,20 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
 
 
 def end_together() -> None:
-    """At a normal end, let the all-reduce members leave in an order none takes for a crash.
+    """At a normal end, wait until every all-reduce member has ended too.
 
     The coordination service runs inside the leader (worker 0 or the chief) and takes a
-    member whose heartbeats stop for ten seconds for a crashed task ("The tasks have
-    crashed"); a member still heartbeating once the leader has gone reports the leader
-    lost. TensorFlow 2.21 offers no public agent shutdown, so the members first end
-    their input pipelines (whose threads can hold up a process's exit for tens of
-    seconds) and meet at a barrier; then, as each process exits (after any code of the
-    user's), the leader gives the word and waits until the others' addresses stop
-    answering, and the others wait for the word: the leader leaves last, its own short
-    teardown within the heartbeat timeout. A member that really crashed never reaches
-    the barrier; then it fails or times out, and the launcher names that member. Call
-    only after a successful run; a no-op for every other strategy. Each wait lasts at
-    most TFYARD_END_TIMEOUT s (default 3600).
+    member whose heartbeats stop for a crashed task: a member that leaves while the
+    leader still evaluates or exports makes the leader print "The tasks have crashed"
+    ten seconds later. TensorFlow 2.21 offers no public agent shutdown, so the members
+    meet at a barrier instead and leave together; first they end their input pipelines,
+    whose threads otherwise held up the leader's interpreter teardown for ~20 s after the
+    others had gone. A member that really crashed never arrives; then the barrier fails or
+    times out, and the launcher names that member. Call only after a successful run; a
+    no-op for every other strategy. It waits at most TFYARD_END_TIMEOUT s (default 3600).
     """
     if _end_timeout_s is None:
         return
-    import atexit
     import gc
 
     import tensorflow as tf
@@ -214,34 +207,7 @@ def end_together() -> None:
     try:
         compat.wait_at_barrier(END_BARRIER, int(_end_timeout_s * 1000))
     except tf.errors.OpError:  # another member failed; its own exit code reports it
-        return
-    atexit.register(_leave_in_order, _end_timeout_s, _end_others)
-
-
-def _leave_in_order(timeout_s: float, others: list[str] | None) -> None:
-    """At exit: the leader (`others` set) gives the word and waits until the others have
-    gone; every other member waits for the word."""
-    import tensorflow as tf
-
-    from tfyard import compat
-
-    try:
-        if others is None:
-            compat.wait_for_cluster_key(LEADER_LEAVING, int(timeout_s * 1000))
-            return
-        compat.set_cluster_key(LEADER_LEAVING, "1")
-    except tf.errors.OpError:  # the leader is gone, or the service is
-        return
-    deadline = time.monotonic() + timeout_s
-    while any(reachable(other, timeout=0.5) for other in others) \
-            and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _other_members(cluster: ClusterConfig) -> list[str]:
-    """The all-reduce members' addresses other than this one's."""
-    return [address for addresses in cluster.training_jobs.values() for address in addresses
-            if address != cluster.address]
+        pass
 
 
 def start_server(cluster: ClusterConfig):
