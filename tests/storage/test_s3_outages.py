@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.process import until
 from tests.storage.proxy import StoreProxy
 from tests.storage.test_s3_runs import bucket, bucket_step, objects
 from tfyard.distribute.cluster import parse_tf_config
@@ -139,6 +140,38 @@ def test_the_last_files_of_a_failed_final_flush_go_up_on_the_rerun(
     stored = objects(s3, name, "x")
     assert stored["summary.json"] == b"{}" and stored["metrics.jsonl"] == TRAINED.encode()
     assert stored[EVENTS] == b"0123456789" and bucket_step(s3, name, "x") == 600
+
+
+def save(copy: Path, step: int, *before: int) -> str:
+    """A save at `step` in the copy, its pointer listing the saves `before` kept and it."""
+    lay(copy, {key: body for key, body in checkpoint(step).items() if "ckpt" in key})
+    kept = [*before, step]
+    (copy / "checkpoints" / "checkpoint").write_text("".join(
+        [f'model_checkpoint_path: "ckpt-{step}"\n',
+         *(f'all_model_checkpoint_paths: "ckpt-{n}"\n' for n in kept),
+         *(f"all_model_checkpoint_timestamps: {n}.5\n" for n in kept)]))
+    return str(copy / "checkpoints" / f"ckpt-{step}")
+
+
+def test_saves_go_up_one_a_period_and_the_pointer_names_whole_ones_only(s3, tmp_path):
+    """A save made within a period of the last upload waits for the next round, and one
+    made meanwhile replaces it: it never goes up, and the bucket's pointer leaves it out
+    though the local one lists it. The close sends the last save at once."""
+    name, url, copy = bucket(s3, "spaced"), "s3://spaced/x", tmp_path / "copy"
+    publisher = Publisher(url, str(copy), reconciled(location(url), str(copy)))
+    publisher.checkpoint_saved(save(copy, 1))
+    assert until(lambda: bucket_step(s3, name, "x") == 1, 120)   # the first at once
+    publisher.checkpoint_saved(save(copy, 2, 1))
+    time.sleep(1.5)   # time enough for a round woken at once to have sent it
+    assert bucket_step(s3, name, "x") == 1
+    publisher.checkpoint_saved(save(copy, 3, 1, 2))
+    publisher.close()
+    stored = objects(s3, name, "x")
+    assert not [key for key in stored if key.startswith("checkpoints/ckpt-2")]
+    assert stored["checkpoints/checkpoint"].decode().splitlines() == [
+        'model_checkpoint_path: "ckpt-3"', 'all_model_checkpoint_paths: "ckpt-1"',
+        'all_model_checkpoint_paths: "ckpt-3"', "all_model_checkpoint_timestamps: 1.5",
+        "all_model_checkpoint_timestamps: 3.5"]
 
 
 @pytest.mark.parametrize("copy_step, starts", [(600, ("a",)), (40, ("a", "b"))])

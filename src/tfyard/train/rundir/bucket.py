@@ -7,9 +7,15 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
 
 - **Complete or absent.** Each save is snapshot at once by hard links (the main thread does
   nothing slower), then its files are uploaded before the `checkpoint` file that names it,
-  so the bucket's latest checkpoint is always whole; checkpoints the newest no longer lists
-  are removed after it. Only the newest snapshot waits: an older one not yet started is
-  dropped, so a slow store costs neither memory nor disk beyond two checkpoints.
+  which lists only checkpoints the bucket holds whole (`pointer`), so the bucket's latest
+  checkpoint is always whole; checkpoints the newest no longer lists are removed after it.
+  Only the newest snapshot waits: an older one not yet started is dropped, so a slow store
+  costs neither memory nor disk beyond two checkpoints.
+- **One checkpoint upload a period.** A save goes at once unless one went less than
+  PERIOD_S ago; then it waits for the next round, and a save made meanwhile replaces it
+  (a run saving at each epoch end and every N steps uploads a fraction of its saves). While
+  the store is up, the bucket's newest checkpoint is at most about one period behind the
+  local copy; `close` (the end, SIGTERM's save) sends the last save at once.
 - **Everything else** (metrics, run.json, summaries, TensorBoard events, curves, export) is
   uploaded when it changed, every PERIOD_S seconds and at the end.
 - **One writer.** The member that writes holds the run's lease in the bucket (`lease`: the
@@ -53,13 +59,17 @@ from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.directory import checkpoint_paths
 from tfyard.train.rundir.lease import take_bucket_lease, wait_reconciled
+from tfyard.train.rundir.pointer import send_save
 from tfyard.train.rundir.reconcile import reconciled, run_names, skipped
 
 log = logging.getLogger("tfyard")
 
 PERIOD_S = 10.0   # how often changed files are uploaded
-# a save is uploaded at once; a failure is retried after 1, 2, 4, 8, then every 10 s
-TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True)
+# a save is uploaded at once, unless one went less than PERIOD_S ago: then the newest save
+# goes at the next round (at most one checkpoint upload a period); a failure is retried
+# after 1, 2, 4, 8, then every 10 s
+TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True,
+                spacing=PERIOD_S)
 NICE = 10   # the publisher's OS priority below training's: a step's threads go first
 FLAG = "--output_dir"
 
@@ -134,16 +144,15 @@ class Publisher:
         self.check()   # flushed, or refused meanwhile
 
     def _publish_checkpoint(self, batch: list[str]) -> None:
-        """Upload a save's snapshot: its files, then the pointer naming it; then remove the
-        checkpoints the pointer no longer lists. A failed one is tried again (`Newest`)."""
+        """Upload a save's snapshot: its files, then the pointer naming it (`send_save`);
+        then remove the checkpoints the pointer no longer lists. A failed one is tried
+        again (`Newest`)."""
         snapshot, = batch
-        listed = {os.path.basename(saved) for saved in checkpoint_paths(snapshot)}
+        pointer = os.path.join(snapshot, POINTER)
         saved = self.run.files.matching(os.path.join(glob.escape(snapshot), "*"))
-        for path in sorted(saved):
-            name = os.path.basename(path)   # the files first, then the pointer
-            if name != POINTER:
-                self._upload(path, f"{CHECKPOINTS}/{name}")
-        self._upload(os.path.join(snapshot, POINTER), f"{CHECKPOINTS}/{POINTER}")
+        send_save(self.store, self.place, [path for path in saved if path != pointer],
+                  pointer, self._remote)
+        listed = {os.path.basename(saved) for saved in checkpoint_paths(snapshot)}
         for name in sorted(self._remote):
             folder, _, file = name.rpartition("/")
             if folder == CHECKPOINTS and file != POINTER and file.split(".")[0] not in listed:
