@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import CHECKPOINTS, POINTER
 
 FLAG = "--output_dir"
@@ -23,8 +24,7 @@ def send_save(objects, place, files: list[str], pointer: str, names: set[str]) -
         name = f"{CHECKPOINTS}/{os.path.basename(file)}"
         objects.upload(file, place.child(name), FLAG)
         names.add(name)
-    with open(pointer, encoding="utf-8") as handle:
-        text = held_only(handle.read(), names)
+    text = held_only(LocalFiles().read_whole(pointer), names)
     objects.put(place.child(f"{CHECKPOINTS}/{POINTER}"), text.encode(), FLAG)
     names.add(f"{CHECKPOINTS}/{POINTER}")
 
