@@ -6,7 +6,8 @@ load (a shared machine changes wall times, not CPU seconds or bytes):
   /proc), `main` the main thread's, `process` the whole process's (TensorFlow's own threads
   are the rest);
 - `store`: each object-store call the run made (`S3Store`'s upload, put, delete, read, head,
-  listing), counted, with the bytes uploaded, by file name and the thread's CPU inside them.
+  listing), counted, with the bytes uploaded, by file name and the thread's CPU inside them
+  (`uploads`: each file of the run sent, by an upload or a put; the lease's renewals apart).
 """
 
 from __future__ import annotations
@@ -51,7 +52,14 @@ def _timed_threads() -> None:
     threading.Thread.run = timed
 
 
+def _uploaded(place, size: int) -> None:
+    where = uploads[os.path.basename(str(place.key))]
+    where["calls"] += 1
+    where["bytes"] += size
+
+
 def _counted_store() -> None:
+    from tfyard.runfiles.layout import LEASE
     from tfyard.storage.s3 import S3Store
 
     def counted(name, method):
@@ -69,9 +77,9 @@ def _counted_store() -> None:
                 if name == "upload":
                     size = os.path.getsize(args[0]) if os.path.exists(args[0]) else 0
                     figure["bytes"] += size
-                    where = uploads[os.path.basename(str(args[1].key))]
-                    where["calls"] += 1
-                    where["bytes"] += size
+                    _uploaded(args[1], size)
+                elif name == "put" and not args[0].key.endswith(LEASE):   # the run's files
+                    _uploaded(args[0], len(args[1]))
         return call
 
     for name in ("upload", "put", "delete", "read", "head", "listing", "download"):

@@ -193,3 +193,19 @@ def test_a_nice_sender_sends_from_a_thread_of_lower_priority():
     sender.add("ckpt-1")
     assert sender.close(20)
     assert seen == [min(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + 5, 19)]
+
+
+def test_spaced_sends_wait_for_a_later_round_and_the_close_sends_at_once():
+    receiver = Receiver()
+    timing = Timing(period=0.05, backoff=0.05, most_backoff=0.2, wake_on_add=True, spacing=0.8)
+    sender = Sender(receiver, Newest(), timing, "test-spaced")
+    sender.add("ckpt-1")
+    assert until(lambda: receiver.got == [["ckpt-1"]])   # the first at once
+    sender.add("ckpt-2")
+    sender.add("ckpt-3")                                  # overtakes ckpt-2 while it waits
+    assert until(lambda: len(receiver.got) == 2)
+    (first, _), (second, _) = receiver.calls
+    assert receiver.got[1] == ["ckpt-3"] and second - first >= 0.8 * 0.95
+    sender.add("ckpt-4")
+    assert sender.close(20)                               # the last goes before the spacing
+    assert receiver.got[2:] == [["ckpt-4"]] and receiver.calls[2][0] - second < 0.8

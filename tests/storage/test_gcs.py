@@ -1,6 +1,8 @@
 """gs:// on a real GCS JSON-API server (gcp-storage-emulator on 127.0.0.1): the same copies,
 uploads and lease as s3://, through google-cloud-storage. Data, fine-tuning sources, runs to
-read and predict's inputs and outputs all take gs://, and each fault is one line.
+read and predict's inputs and outputs all take gs://, and each fault is one line. A set ten
+times the data cache streams from gs:// as from s3:// (test_s3_stream.py): the same examples
+as from local disk, within the limit.
 
 The emulator ignores generation preconditions (ifGenerationMatch), so it cannot hold a run's
 lease: there a run is refused in one line, which is what a store without conditional writes
@@ -15,9 +17,11 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.data.helpers import write_imagenet
 from tests.storage.conftest import (
     free_port,
     gcs_upload,
@@ -26,9 +30,11 @@ from tests.storage.conftest import (
     train_on,
     two_files,
 )
+from tests.storage.test_s3_stream import SHARDS, ids, train
 from tests.train.test_evaluate_splits import WRITERS
 from tfyard.cli import main
 from tfyard.errors import UserError
+from tfyard.runfiles.layout import RunDirectory
 from tfyard.storage import location, readable_dir, stores
 
 
@@ -140,3 +146,21 @@ def test_each_gcs_fault_is_one_line_in_seconds(gcs, tmp_path, capsys, monkeypatc
         "tfyard: error: PATH gs://faults/x: no Google credentials found; set "
         "GOOGLE_APPLICATION_CREDENTIALS to a key file, or run gcloud auth "
         "application-default login")
+
+
+def test_a_set_ten_times_the_cache_streams_from_gs_as_from_disk(gcs, tmp_path):
+    data = tmp_path / "data"
+    write_imagenet(data, {"train": [[1, 2]] * SHARDS, "validation": [[1, 2]] * 2})
+    gcs_upload(gcs, data, "streamed", "imagenet")
+    sizes = [path.stat().st_size for path in data.iterdir()]
+    limit = sum(sizes) // 10
+    assert main(train(str(data), tmp_path / "here", tmp_path / "here-work", steps=12)) == 0
+    work = tmp_path / "work"
+    assert main(train("gs://streamed/imagenet", tmp_path / "there", work, "--data_cache_limit",
+                      str(limit), steps=12)) == 0
+    assert ids(work) == ids(tmp_path / "here-work")
+    assert not (work / "bucket-data").exists() and (work / "bucket-stream").is_dir()
+    summary = json.loads(Path(RunDirectory(str(tmp_path / "there")).summary).read_text())
+    cache = summary["data_cache"][0]
+    assert cache["url"] == "gs://streamed/imagenet" and cache["fetched"] > limit, cache
+    assert cache["high_water"] <= limit + cache["open_high"], cache

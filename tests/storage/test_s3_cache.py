@@ -19,7 +19,7 @@ import pytest
 from tests.data.helpers import write_records
 from tests.storage.conftest import upload
 from tfyard.errors import UserError
-from tfyard.storage import location, stream
+from tfyard.storage import location, sharing, stream
 
 FLAG = "--data_dir"
 SIZE = 1000   # bytes a shard
@@ -91,7 +91,7 @@ def test_a_converted_set_is_counted_from_its_index(s3, tmp_path):
 # WORK (argv 1) at LIMIT (argv 2), sampling the disk both members' files take meanwhile.
 MEMBER = """
 import json, os, sys, threading, time
-from tfyard.storage import location, stream
+from tfyard.storage import location, sharing, stream
 
 work, limit = sys.argv[1], int(sys.argv[2])
 root = stream.readable(location("s3://shared/set", "--data_dir"), work,
@@ -101,7 +101,7 @@ share, peak, done = stream._caches[root].share(), [0], threading.Event()
 
 def sample():
     while not done.is_set():
-        peak[0] = max(peak[0], stream._disk_used(os.path.join(work, "bucket-stream")))
+        peak[0] = max(peak[0], sharing.disk_used(os.path.join(work, "bucket-stream")))
         time.sleep(0.005)
 
 threading.Thread(target=sample, daemon=True).start()
@@ -136,7 +136,7 @@ def test_two_members_on_one_node_share_the_limit(s3, tmp_path):
     other = json.loads(member.stdout)
     assert other["root"] == f"{root}.1" and other["share"] == limit // 2
     assert other["peak"] <= limit + SIZE, other   # the limit plus the one file it reads
-    time.sleep(stream.TRIM)   # members are counted at most every TRIM seconds
+    time.sleep(sharing.TRIM)   # members are counted at most every TRIM seconds
     assert cache.share() == limit   # the other member has left: the whole limit again
 
 

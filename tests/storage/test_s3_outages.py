@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.process import until
 from tests.storage.proxy import StoreProxy
 from tests.storage.test_s3_runs import bucket, bucket_step, objects
 from tfyard.distribute.cluster import parse_tf_config
@@ -141,6 +142,38 @@ def test_the_last_files_of_a_failed_final_flush_go_up_on_the_rerun(
     assert stored[EVENTS] == b"0123456789" and bucket_step(s3, name, "x") == 600
 
 
+def save(copy: Path, step: int, *before: int) -> str:
+    """A save at `step` in the copy, its pointer listing the saves `before` kept and it."""
+    lay(copy, {key: body for key, body in checkpoint(step).items() if "ckpt" in key})
+    kept = [*before, step]
+    (copy / "checkpoints" / "checkpoint").write_text("".join(
+        [f'model_checkpoint_path: "ckpt-{step}"\n',
+         *(f'all_model_checkpoint_paths: "ckpt-{n}"\n' for n in kept),
+         *(f"all_model_checkpoint_timestamps: {n}.5\n" for n in kept)]))
+    return str(copy / "checkpoints" / f"ckpt-{step}")
+
+
+def test_saves_go_up_one_a_period_and_the_pointer_names_whole_ones_only(s3, tmp_path):
+    """A save made within a period of the last upload waits for the next round, and one
+    made meanwhile replaces it: it never goes up, and the bucket's pointer leaves it out
+    though the local one lists it. The close sends the last save at once."""
+    name, url, copy = bucket(s3, "spaced"), "s3://spaced/x", tmp_path / "copy"
+    publisher = Publisher(url, str(copy), reconciled(location(url), str(copy)))
+    publisher.checkpoint_saved(save(copy, 1))
+    assert until(lambda: bucket_step(s3, name, "x") == 1, 120)   # the first at once
+    publisher.checkpoint_saved(save(copy, 2, 1))
+    time.sleep(1.5)   # time enough for a round woken at once to have sent it
+    assert bucket_step(s3, name, "x") == 1
+    publisher.checkpoint_saved(save(copy, 3, 1, 2))
+    publisher.close()
+    stored = objects(s3, name, "x")
+    assert not [key for key in stored if key.startswith("checkpoints/ckpt-2")]
+    assert stored["checkpoints/checkpoint"].decode().splitlines() == [
+        'model_checkpoint_path: "ckpt-3"', 'all_model_checkpoint_paths: "ckpt-1"',
+        'all_model_checkpoint_paths: "ckpt-3"', "all_model_checkpoint_timestamps: 1.5",
+        "all_model_checkpoint_timestamps: 3.5"]
+
+
 @pytest.mark.parametrize("copy_step, starts", [(600, ("a",)), (40, ("a", "b"))])
 def test_a_copy_of_another_lineage_is_set_aside_whole(s3, tmp_path, caplog, copy_step,
                                                       starts):
@@ -200,9 +233,11 @@ def restored(copy: str) -> tuple[str, bytes]:
 
 
 def test_a_member_restores_the_checkpoint_the_chief_reconciled(s3, tmp_path, monkeypatch):
-    """A worker that starts while the chief's copy (step 600, left by an outage) has not yet
-    won over the bucket (step 50) waits for the chief's live lease to say so; a killed
-    previous start's lease saying `reconciled` is no answer, so it never restores step 50."""
+    """A worker whose cluster has formed while the chief's copy (step 600, left by an outage)
+    has not yet won over the bucket (step 50) restores what the chief restores: it reads the
+    chief's token as it would from the cluster's coordination service (here once the chief
+    has it) and answers only to that lease; a killed previous start's lease saying
+    `reconciled` is no answer, so it never restores step 50."""
     name, url = bucket(s3, "members"), "s3://members/x"
     monkeypatch.setenv("TFYARD_JOB_ID", "job")   # a launcher's restart takes the lease over
     put(s3, name, "x", {**stopped_at(50, "a"), ".tfyard-lease": json.dumps(
@@ -210,28 +245,51 @@ def test_a_member_restores_the_checkpoint_the_chief_reconciled(s3, tmp_path, mon
     chief_plat, chief = member("chief", tmp_path, url)
     lay(Path(chief_plat.output_dir), stopped_at(600, "a"))
     worker_plat, worker = member("worker", tmp_path, url)
-    looked, got = threading.Event(), {}
-    read = lease.InBucket.read
-
-    def watched(place):   # the chief starts once the worker has looked at the bucket
-        looked.set()
-        return read(place)
+    token, got = {}, {}
+    shared = threading.Event()
 
     def start_worker() -> None:
-        try:
-            with published(worker_plat, worker, 300) as (plat, _):
-                got["worker"] = restored(plat.output_dir)
-        finally:
-            looked.set()
+        with published(worker_plat, worker, 300) as run:
+            got["worker"] = restored(run.joined(
+                lambda _: shared.wait(300) and token["chief"]).output_dir)
 
-    monkeypatch.setattr(lease.InBucket, "read", watched)
     thread = threading.Thread(target=start_worker)
     thread.start()
-    assert looked.wait(300)
-    with published(chief_plat, chief, 300) as (plat, _):
+    with published(chief_plat, chief, 300) as run:
+        plat = run.joined(lambda mine: token.setdefault("chief", mine))
+        shared.set()
         thread.join(300)
         got["chief"] = restored(plat.output_dir)
     assert got["worker"] == got["chief"] == ("ckpt-600", b"d" * 600)
+
+
+def test_a_member_answers_only_to_the_lease_of_its_own_starts_chief(s3, monkeypatch):
+    """A replaced pod: the old chief still runs (its lease renewed, `reconciled`) while the
+    members of the new start wait for the chief they formed their cluster with."""
+    name, url = bucket(s3, "starts"), "s3://starts/x"
+    renewing, renewed = threading.Event(), threading.Event()
+
+    def old_chief() -> None:
+        while not renewing.is_set():
+            s3.put_object(Bucket=name, Key="x/.tfyard-lease", Body=json.dumps(
+                {"host": "old-pod", "pid": 1, "token": "old-start", "reconciled": True,
+                 "written": time.time()}))
+            renewed.set()
+            renewing.wait(0.2)
+
+    thread = threading.Thread(target=old_chief)
+    thread.start()
+    try:
+        assert renewed.wait(30)
+        with pytest.raises(UserError, match=r"the chief did not make its copy one with the "
+                           r"bucket within 2s"):
+            lease.wait_reconciled(url, "new-start", 2)
+    finally:
+        renewing.set()
+        thread.join(30)
+    s3.put_object(Bucket=name, Key="x/.tfyard-lease", Body=json.dumps(
+        {"host": "new-pod", "pid": 1, "token": "new-start", "reconciled": True}))
+    lease.wait_reconciled(url, "new-start", 30)   # its own start's chief: at once
 
 
 def test_a_member_without_a_live_chief_stops_in_one_line(s3, tmp_path, monkeypatch):
@@ -241,5 +299,5 @@ def test_a_member_without_a_live_chief_stops_in_one_line(s3, tmp_path, monkeypat
     worker_plat, worker = member("worker", tmp_path, url)
     with pytest.raises(UserError, match=r"^--output_dir s3://nochief/x: the chief did not make "
                        r"its copy one with the bucket within 1s.*raise --startup_timeout$"):
-        with published(worker_plat, worker, 1):
-            pass
+        with published(worker_plat, worker, 1) as run:
+            run.joined(lambda _: "a-start-whose-chief-never-came")

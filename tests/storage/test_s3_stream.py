@@ -1,34 +1,63 @@
 """A TFRecord set in a bucket ten times the data cache trains through it, on a real S3
 server: the disk it takes stays under the limit plus the files open at once, and it reads
-exactly the examples, in exactly the order, a run from local disk reads, also resumed on a
-new node with an empty cache, and evaluated through the cache; each report in metrics.jsonl
-carries the high-water mark; a limit that cannot hold two files is one line before any
-download."""
+exactly the examples, in exactly the order, a run from local disk reads; SIGKILLed mid-run
+and resumed on a new node with an empty cache it ends with the unbroken local run's weights,
+bit for bit, and it is evaluated through the cache; each report in metrics.jsonl carries the
+high-water mark; a limit that cannot hold two files is one line before any download."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 from tests.data.helpers import write_imagenet
 from tests.storage.conftest import refused, upload
 from tfyard.cli import main
 from tfyard.runfiles.layout import RunDirectory, WorkDirectory
+from tfyard.storage import run_copy
 
 SHARDS = 20   # 2 records each: an epoch is 10 steps of 4
+STEPS = 40   # 4 epochs: time to SIGKILL the bucket run mid-way
 
 
-def train(data: str, out, work, *flags, steps: int = 12) -> list[str]:
-    """`steps` steps of a tiny model (12: into a second epoch), its example ids recorded."""
+def train(data: str, out, work, *flags, steps: int = STEPS) -> list[str]:
+    """`steps` steps of a tiny model, saving every 7 (mid-epoch), its example ids recorded."""
     return ["train", "--dataset", "imagenet", "--data_dir", data, "--model", "cifar_resnet8",
             "--image_size", "16", "--batch_size", "4", "--train_steps", str(steps),
-            "--steps_per_loop", "6", "--seed", "7", "--record_example_ids", "--num_gpus", "0",
-            "--quiet", "--no_jit_compile", "--no_export", "--output_dir", str(out),
-            "--work_dir", str(work), *flags]
+            "--steps_per_loop", "1", "--checkpoint_every_steps", "7", "--seed", "7",
+            "--record_example_ids", "--num_gpus", "0", "--quiet", "--no_jit_compile",
+            "--no_export", "--output_dir", str(out), "--work_dir", str(work), *flags]
 
 
-def ids(work) -> list[str]:
+def ids(work) -> dict[int, str]:
+    """Step -> the example ids it read, the last record of a step winning (a step run again
+    after a resume reads the same ones)."""
     with open(WorkDirectory(str(work)).member_example_ids("single"), encoding="utf-8") as lines:
-        return [json.dumps(json.loads(line)["ids"]) for line in lines]
+        return {record["step"]: json.dumps(record["ids"])
+                for record in map(json.loads, lines)}
+
+
+def killed_once_saved(argv: list[str], client, bucket: str, prefix: str) -> None:
+    """Run `tfyard` `argv` in a fresh process and SIGKILL it once the bucket holds a
+    checkpoint of the run (its first save, uploaded), before the run ends."""
+    run = subprocess.Popen([sys.executable, "-m", "tfyard", *argv], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    try:
+        while not client.list_objects_v2(Bucket=bucket,
+                                          Prefix=f"{prefix}/checkpoints/checkpoint")["KeyCount"]:
+            assert run.poll() is None, run.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint reached the bucket"
+            time.sleep(0.1)
+        os.kill(run.pid, signal.SIGKILL)
+    finally:
+        run.kill()
+        run.communicate()
+    assert run.returncode == -signal.SIGKILL
 
 
 def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monkeypatch):
@@ -44,32 +73,42 @@ def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monk
               "--data_cache_limit", str(2 * max(sizes) - 1)), capsys)
     assert not (tmp_path / "refused-work" / "bucket-stream").exists()
 
-    assert main(train(str(data), tmp_path / "here", tmp_path / "here-work", steps=16)) == 0
+    assert main(train(str(data), tmp_path / "here", tmp_path / "here-work")) == 0
     here = ids(tmp_path / "here-work")
-    work = tmp_path / "work"
-    assert main(train("s3://big/imagenet", tmp_path / "there", work,
-                      "--data_cache_limit", str(limit))) == 0
-    assert ids(work) == here[:12]
-    assert not (work / "bucket-data").exists()
-    with open(RunDirectory(str(tmp_path / "there")).summary, encoding="utf-8") as stream:
-        cache = json.load(stream)["data_cache"][0]
+    with open(RunDirectory(str(tmp_path / "here")).summary, encoding="utf-8") as stream:
+        unbroken = json.load(stream)["weights_digest"]
+
+    # SIGKILLed once a save is in the bucket, then resumed on a new node: an empty cache,
+    # the limit from the environment
+    url, work = "s3://big/runs/there", tmp_path / "work"
+    killed_once_saved(train("s3://big/imagenet", url, work, "--data_cache_limit", str(limit)),
+                      s3, "big", "runs/there")
+    before = ids(work)
+    assert before and all(before[step] == here[step] for step in before)
+    monkeypatch.setenv("TFYARD_DATA_CACHE_LIMIT", str(limit))
+    new_node = tmp_path / "new-node"
+    assert main(train("s3://big/imagenet", url, new_node)) == 0
+    assert not (new_node / "bucket-data").exists() and (new_node / "bucket-stream").is_dir()
+    copy = RunDirectory(run_copy(url, str(new_node)))
+    with open(copy.summary, encoding="utf-8") as stream:
+        summary = json.load(stream)
+    assert 0 < summary["resumed_from_step"] < STEPS
+    assert summary["weights_digest"] == unbroken   # bit for bit
+    after = ids(new_node)
+    assert sorted(after) == list(range(summary["resumed_from_step"], STEPS))
+    assert all(after[step] == here[step] for step in after)
+    cache = summary["data_cache"][0]
     assert cache["limit"] == limit and cache["fetched"] > 2 * limit   # read in pieces
     assert cache["high_water"] <= limit + cache["open_high"], cache
     # open at once: training's interleave (4 files read, 4 opened ahead), evaluation's 2
     assert cache["open_high"] <= 12 * max(sizes), cache
-    with open(RunDirectory(str(tmp_path / "there")).metrics, encoding="utf-8") as lines:
+    with open(copy.metrics, encoding="utf-8") as lines:
         reports = [json.loads(line) for line in lines]
-    marks = [report["data_cache_high_water"] for report in reports if report["kind"] == "train"]
+    marks = [report["data_cache_high_water"] for report in reports
+             if report["kind"] == "train" and report["step"] > summary["resumed_from_step"]]
     assert marks and 0 < marks[0] <= marks[-1] <= cache["high_water"], marks   # as it went
-
-    # resumed on a new node: an empty cache, the limit from the environment
-    monkeypatch.setenv("TFYARD_DATA_CACHE_LIMIT", str(limit))
-    assert main(train("s3://big/imagenet", tmp_path / "there", tmp_path / "new-node",
-                      steps=16)) == 0
-    assert ids(tmp_path / "new-node") == here[12:]
-    assert (tmp_path / "new-node" / "bucket-stream").is_dir()
-    with open(RunDirectory(str(tmp_path / "there")).run_file, encoding="utf-8") as stream:
+    with open(copy.run_file, encoding="utf-8") as stream:
         assert json.load(stream)["data_cache_limit"] == limit
     capsys.readouterr()
-    assert main(["evaluate", "--output_dir", str(tmp_path / "there")]) == 0   # the same path
+    assert main(["evaluate", "--output_dir", url]) == 0   # the bucket's run, the same path
     assert "top1" in capsys.readouterr().out

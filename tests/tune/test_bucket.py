@@ -91,6 +91,11 @@ def test_a_missing_bucket_is_one_line_before_any_trial(s3, tmp_path):  # noqa: F
     assert "no such bucket" in str(no.value) and "\n" not in str(no.value)
     assert not (tmp_path / "x.db").exists()
     assert not list(tmp_path.rglob("*.log"))
+    # the store is asked last: a bad space is its own line, whatever the bucket
+    argv[1] = write_space(tmp_path, {"learning_rate": {"loguniform": [0.0, 1.0]}})
+    with pytest.raises(UserError, match="^--space .*learning_rate: a log range") as bad:
+        tune(*argv)
+    assert "no such bucket" not in str(bad.value)
 
 
 @pytest.mark.slow

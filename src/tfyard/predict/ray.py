@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tfyard import keras_startup
 from tfyard.predict import worker
 from tfyard.predict.options import PredictOptions
 
@@ -29,6 +30,7 @@ class Scorer:
     `scored` (a Counter actor), when given, a model batch at a time."""
 
     def __init__(self, job: worker.Job, scored=None):
+        keras_startup.skip_optional_imports()   # the actor's own process: as the CLI starts
         self.job, self.scored = job, scored
         worker.predictor(job)
 

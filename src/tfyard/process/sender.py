@@ -5,7 +5,9 @@ The policy says what is held while the other side is slow or away: `Newest` keep
 newest item (a run's latest checkpoint: an older one not yet started is dropped, so a slow
 store costs no disk); `Bounded` keeps items in order up to a weight (metrics: the oldest go
 first, counted). The thread sends every `period` s, at once when woken; a failure is
-retried with doubling backoff, and `close` waits for a last round that succeeds. The two
+retried with doubling backoff, and `close` waits for a last round that succeeds. A `spacing`
+keeps sends apart: an item added sooner after the last send waits for a later round (with
+`Newest`, a save superseded meanwhile is never sent), while closing sends at once. The two
 users, the bucket publisher and the MLflow tracker, differ only in these parameters. A
 sender may run at a lower OS priority (`nice`, Linux's per-thread niceness, which threads it
 starts inherit), so that on a busy node training's threads take the cores first.
@@ -28,13 +30,16 @@ class Timing:
     """`period`: seconds between rounds; `backoff`: the wait after a first failure, doubled
     after each next one up to `most_backoff`; `wake_on_add`: a round at once for each item
     (else at the next period); `closing_retry`: while closing, the wait after a failure
-    (None: the backoff)."""
+    (None: the backoff); `spacing`: the least seconds from the start of a send that
+    succeeded to the next send (its item then waits for the first round after, which is at
+    most `period` later; closing sends at once)."""
 
     period: float
     backoff: float
     most_backoff: float
     wake_on_add: bool = False
     closing_retry: float | None = None
+    spacing: float = 0.0
 
 
 class Newest:
@@ -114,13 +119,14 @@ class Sender:
             threading.Event(), threading.Event(), threading.Event(), threading.Event())
         self.failing_since: float | None = None
         self.error: Exception | None = None
+        self._last_sent = -float("inf")   # when the last send that succeeded started
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
         self._thread.start()
 
     def add(self, item) -> None:
         with self.lock:
             self.keep.add(item)
-        if self.timing.wake_on_add:
+        if self.timing.wake_on_add and self._spaced():
             self._wake.set()
 
     def close(self, timeout: float) -> bool:
@@ -164,18 +170,25 @@ class Sender:
                 self._flushed.set()
                 return
 
+    def _spaced(self) -> bool:
+        """Whether a send may start now: `spacing` s after the last one, or closing."""
+        return (self._closing.is_set()
+                or time.monotonic() - self._last_sent >= self.timing.spacing)
+
     def _round(self) -> None:
-        while True:
+        while self._spaced():
             with self.lock:
                 batch = self.keep.take()
             if not batch:
                 break
+            started = time.monotonic()
             try:
                 self._send(batch)
             except BaseException:
                 with self.lock:
                     self.keep.restore(batch)
                 raise
+            self._last_sent = started
             with self.lock:
                 self.keep.done(batch)
         if self._every_round is not None:

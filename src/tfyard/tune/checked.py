@@ -32,7 +32,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     flags of the same names, `train_argv` the `tfyard train` flags every trial shares."""
     from tfyard import tracking
     from tfyard.runfiles.files import LocalFiles
-    from tfyard.storage import in_bucket
+    from tfyard.storage import in_bucket, require_writable
     from tfyard.tune import study as studies
     from tfyard.tune.place import StudyPlace
     from tfyard.tune.search import Search
@@ -63,13 +63,16 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     evaluations, epochs = _cadence(shared, fixed, searched, given)
     storage = storage or studies.default_storage(output_dir)
     studies.import_optuna()
-    LocalFiles().make_directory(StudyPlace(output_dir).home.root)
+    place = StudyPlace(output_dir)
+    if place.url:   # the one check that asks the store: after every check that does not
+        require_writable(output_dir, "--output_dir")
+    LocalFiles().make_directory(place.home.root)
     studies.open_storage(storage)
     threads = _split(parallel) if ray is None else ray.threads   # Ray: checked as it starts
     return Search(
         space=params, metric=measured, direction="maximize" if mode == "max" else "minimize",
         trials=trials, output_dir=output_dir, train_argv=train_argv, storage=storage,
-        study_name=study_name or os.path.basename(os.path.abspath(output_dir)),
+        study_name=study_name or place.name,
         parallel=parallel, threads=threads, sampler=sampler, scheduler=scheduler, seed=seed,
         timeout=timeout, max_failures=max_failures,
         tracking=tracked,
@@ -105,10 +108,8 @@ def _check_settings(**settings) -> None:
 def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray,
                   tracked) -> None:
     """A study in a bucket: its trials are bucket runs written from this machine; what
-    needs more than that, and a bucket that is missing or cannot be written, are refused
-    before any trial."""
-    from tfyard.storage import require_writable
-
+    needs more than that is refused before any trial (a bucket that is missing or cannot be
+    written too, once the cheap checks have passed)."""
     if not storage:
         raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
                         "can share; SQLite cannot live in a bucket)")
@@ -120,7 +121,6 @@ def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray,
         if given:
             raise UserError(f"--output_dir in a bucket: {what} is not supported with a "
                             "bucket study yet; give a local --output_dir")
-    require_writable(output_dir, "--output_dir")
 
 
 def _check_pbt(scheduler: str, interval: int | None, space, trials: int,

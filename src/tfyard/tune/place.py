@@ -26,6 +26,11 @@ class StudyPlace:
         self.runs = StudyDirectory(self.url or os.path.abspath(output_dir))
         self.home = StudyDirectory(default_work(self.url) if self.url else self.runs.root)
 
+    @property
+    def name(self) -> str:
+        """The study's default name: the last part of DIR, a path or a bucket URL alike."""
+        return os.path.basename(self.runs.root)
+
     def run_dir(self, number: int) -> str:
         """Trial `number`'s run directory, its --output_dir: `DIR/trials/NNNN`."""
         return self.runs.trial(number)

@@ -40,6 +40,7 @@ from tfyard.train.rundir.directory import (
     parse_json_lines,
     read_run,
 )
+from tfyard.train.rundir.pointer import send_save
 
 log = logging.getLogger("tfyard")
 FLAG = "--output_dir"
@@ -186,11 +187,8 @@ def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
         return
     log.info(f"tfyard: uploading {os.path.basename(local)}, which {run.root} holds and "
              f"{place} does not yet")
-    objects = stores.of(place.scheme)
-    for file in [*sorted(run.files.matching(glob.escape(local) + ".*")), run.pointer]:
-        name = f"{CHECKPOINTS}/{os.path.basename(file)}"
-        objects.upload(file, place.child(name), FLAG)
-        names.add(name)
+    send_save(stores.of(place.scheme), place, run.files.matching(glob.escape(local) + ".*"),
+              run.pointer, names)
 
 
 def _latest(checkpoints: str) -> str | None:

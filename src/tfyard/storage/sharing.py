@@ -1,0 +1,78 @@
+"""The members on one node that read one bucket prefix into one work dir share its data
+cache's limit: each process reads into its own root (`ROOT`, `ROOT.1`, ..., held by a lock
+while it lives, as a cache removes only its own files) and keeps within its part, the limit
+over the roots held now (`readers`). A member that joins waits (a few seconds at most) for
+the others to give up their room, which each does within `TRIM` seconds."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import itertools
+import os
+import re
+import time
+
+TRIM = 0.2   # seconds: how soon a cache keeps within a part of the limit that shrank
+JOIN_WAIT = 10.0   # seconds a joining member waits at most for the others' room
+LOCK = ".tfyard-stream-lock"   # ROOT.tfyard-stream-lock: held while a process reads ROOT
+_held: list = []   # the open lock files of the roots this process reads
+_bases: dict[str, str] = {}   # by local root: the root it was numbered from
+
+
+def claimed(root: str) -> str:
+    """`root`, or `root.N` for the first N no other process reads (a member beside this
+    one on the node): a cache evicts only its own files."""
+    for number in itertools.count():
+        candidate = root if number == 0 else f"{root}.{number}"
+        os.makedirs(candidate, exist_ok=True)
+        handle = open(f"{candidate}{LOCK}", "a")   # noqa: SIM115 (held while the process lives)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        _held.append(handle)
+        _bases[candidate] = root
+        return candidate
+
+
+def siblings(base: str, own: str | None = None) -> list[str]:
+    """The roots numbered from `base` (`base`, `base.1`, ...) of the processes reading its
+    prefix into the work dir now, but `own`: those whose lock is held."""
+    folder, name = os.path.split(base)
+    pattern = re.compile(rf"{re.escape(name)}(\.\d+)?{re.escape(LOCK)}")
+    found = []
+    for lock in os.listdir(folder) if os.path.isdir(folder) else []:
+        other = os.path.join(folder, lock[:-len(LOCK)])
+        if not pattern.fullmatch(lock) or other == own:
+            continue
+        with open(os.path.join(folder, lock), "a") as handle:
+            try:   # taken: it is held (the handle's close gives it back)
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                found.append(other)
+    return found
+
+
+def readers(root: str) -> int:
+    """How many processes read the prefix of `root` into its work dir now, this one too."""
+    return 1 + len(siblings(_bases[root], root))
+
+
+def wait_for_room(root: str, room: int) -> None:
+    """Until the other members' files take at most `room` bytes (they give up what passes
+    their part within `TRIM` seconds, but for files open), `JOIN_WAIT` seconds at most."""
+    deadline = time.monotonic() + JOIN_WAIT
+    while time.monotonic() < deadline and sum(
+            disk_used(other) for other in siblings(_bases[root], root)) > room:
+        time.sleep(TRIM / 2)
+
+
+def disk_used(root: str) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for file in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.path.getsize(os.path.join(folder, file))
+    return total
