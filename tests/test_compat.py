@@ -54,7 +54,7 @@ def parameter_servers() -> list[str]:
 @pytest.fixture(scope="module")
 def barrier() -> list[str]:
     """A fresh process (oneDNN forced on) that waits at a barrier of a one-worker cluster,
-    then says whether oneDNN is on."""
+    shares a value in it and reads it back, then says whether oneDNN is on."""
     return _run("""
         import json, os
         import tensorflow as tf
@@ -68,6 +68,8 @@ def barrier() -> list[str]:
             tf.distribute.MultiWorkerMirroredStrategy()
         compat.wait_at_barrier("end", 5000)
         print("passed")
+        compat.share_in_cluster("tfyard-test", "shared-value")
+        print(compat.shared_in_cluster("tfyard-test", 5000))
         """ + ONEDNN, "1")
 
 
@@ -104,6 +106,15 @@ def test_wait_at_barrier_refuses_without_a_coordination_service():
 
 def test_wait_at_barrier_returns_once_every_member_arrived(barrier):
     assert barrier[0] == "passed"
+
+
+def test_a_value_shared_in_the_cluster_is_read_back(barrier):
+    assert barrier[1] == "shared-value"
+
+
+def test_a_shared_value_refuses_without_a_coordination_service():
+    with pytest.raises(tf.errors.OpError):
+        compat.shared_in_cluster("alone", 1000)
 
 
 def _two_output_model():
@@ -174,7 +185,7 @@ def test_weight_positions_are_the_keys_of_keras_own_weight_files(tmp_path):
 def test_every_shim_names_the_version_it_was_checked_against():
     shims = [f for name, f in inspect.getmembers(compat, inspect.isfunction)
              if f.__module__ == compat.__name__]
-    assert len(shims) == 10
+    assert len(shims) == 12
     assert all("Checked against" in " ".join(f.__doc__.split()) for f in shims)
 
 

@@ -57,6 +57,20 @@ def wait_at_barrier(name: str, timeout_ms: int) -> None:
     context.context().wait_at_barrier(name, timeout_ms)
 
 
+def share_in_cluster(key: str, value: str) -> None:
+    """Put `value` under `key` in the cluster's coordination service, for every member to
+    read (`shared_in_cluster`); it lives as long as this start of the cluster. Checked
+    against TensorFlow 2.21."""
+    context.context().set_config_key_value(key, value)
+
+
+def shared_in_cluster(key: str, timeout_ms: int) -> str:
+    """The value a member put under `key` (`share_in_cluster`), waited for up to
+    `timeout_ms` (a `tf.errors.OpError` then, or without a coordination service). Checked
+    against TensorFlow 2.21."""
+    return context.context().get_config_key_value(key, timeout_ms)
+
+
 def compiled_loss(model):
     """The loss `model.compile(loss=...)` set up, as Keras trains with it: `(y_true, y_pred,
     sample_weight=None)` -> one replica's scalar, per-output losses and `loss_weights`

@@ -233,9 +233,11 @@ def restored(copy: str) -> tuple[str, bytes]:
 
 
 def test_a_member_restores_the_checkpoint_the_chief_reconciled(s3, tmp_path, monkeypatch):
-    """A worker that starts while the chief's copy (step 600, left by an outage) has not yet
-    won over the bucket (step 50) waits for the chief's live lease to say so; a killed
-    previous start's lease saying `reconciled` is no answer, so it never restores step 50."""
+    """A worker whose cluster has formed while the chief's copy (step 600, left by an outage)
+    has not yet won over the bucket (step 50) restores what the chief restores: it reads the
+    chief's token as it would from the cluster's coordination service (here once the chief
+    has it) and answers only to that lease; a killed previous start's lease saying
+    `reconciled` is no answer, so it never restores step 50."""
     name, url = bucket(s3, "members"), "s3://members/x"
     monkeypatch.setenv("TFYARD_JOB_ID", "job")   # a launcher's restart takes the lease over
     put(s3, name, "x", {**stopped_at(50, "a"), ".tfyard-lease": json.dumps(
@@ -243,28 +245,51 @@ def test_a_member_restores_the_checkpoint_the_chief_reconciled(s3, tmp_path, mon
     chief_plat, chief = member("chief", tmp_path, url)
     lay(Path(chief_plat.output_dir), stopped_at(600, "a"))
     worker_plat, worker = member("worker", tmp_path, url)
-    looked, got = threading.Event(), {}
-    read = lease.InBucket.read
-
-    def watched(place):   # the chief starts once the worker has looked at the bucket
-        looked.set()
-        return read(place)
+    token, got = {}, {}
+    shared = threading.Event()
 
     def start_worker() -> None:
-        try:
-            with published(worker_plat, worker, 300) as (plat, _):
-                got["worker"] = restored(plat.output_dir)
-        finally:
-            looked.set()
+        with published(worker_plat, worker, 300) as run:
+            got["worker"] = restored(run.joined(
+                lambda _: shared.wait(300) and token["chief"]).output_dir)
 
-    monkeypatch.setattr(lease.InBucket, "read", watched)
     thread = threading.Thread(target=start_worker)
     thread.start()
-    assert looked.wait(300)
-    with published(chief_plat, chief, 300) as (plat, _):
+    with published(chief_plat, chief, 300) as run:
+        plat = run.joined(lambda mine: token.setdefault("chief", mine))
+        shared.set()
         thread.join(300)
         got["chief"] = restored(plat.output_dir)
     assert got["worker"] == got["chief"] == ("ckpt-600", b"d" * 600)
+
+
+def test_a_member_answers_only_to_the_lease_of_its_own_starts_chief(s3, monkeypatch):
+    """A replaced pod: the old chief still runs (its lease renewed, `reconciled`) while the
+    members of the new start wait for the chief they formed their cluster with."""
+    name, url = bucket(s3, "starts"), "s3://starts/x"
+    renewing, renewed = threading.Event(), threading.Event()
+
+    def old_chief() -> None:
+        while not renewing.is_set():
+            s3.put_object(Bucket=name, Key="x/.tfyard-lease", Body=json.dumps(
+                {"host": "old-pod", "pid": 1, "token": "old-start", "reconciled": True,
+                 "written": time.time()}))
+            renewed.set()
+            renewing.wait(0.2)
+
+    thread = threading.Thread(target=old_chief)
+    thread.start()
+    try:
+        assert renewed.wait(30)
+        with pytest.raises(UserError, match=r"the chief did not make its copy one with the "
+                           r"bucket within 2s"):
+            lease.wait_reconciled(url, "new-start", 2)
+    finally:
+        renewing.set()
+        thread.join(30)
+    s3.put_object(Bucket=name, Key="x/.tfyard-lease", Body=json.dumps(
+        {"host": "new-pod", "pid": 1, "token": "new-start", "reconciled": True}))
+    lease.wait_reconciled(url, "new-start", 30)   # its own start's chief: at once
 
 
 def test_a_member_without_a_live_chief_stops_in_one_line(s3, tmp_path, monkeypatch):
@@ -274,5 +299,5 @@ def test_a_member_without_a_live_chief_stops_in_one_line(s3, tmp_path, monkeypat
     worker_plat, worker = member("worker", tmp_path, url)
     with pytest.raises(UserError, match=r"^--output_dir s3://nochief/x: the chief did not make "
                        r"its copy one with the bucket within 1s.*raise --startup_timeout$"):
-        with published(worker_plat, worker, 1):
-            pass
+        with published(worker_plat, worker, 1) as run:
+            run.joined(lambda _: "a-start-whose-chief-never-came")

@@ -26,6 +26,7 @@ MIN_INTER_OP_THREADS = 8
 # The all-reduce members meet here at a normal end (see end_together).
 END_BARRIER = "tfyard_end_of_job"
 END_TIMEOUT_ENV, END_TIMEOUT_S = "TFYARD_END_TIMEOUT", 3600.0
+START_KEY = "tfyard_cluster_start"   # the coordinator's id of this start (`cluster_start`)
 _end_timeout_s: float | None = None   # set on an all-reduce member: how long end_together waits
 # A SIGTERMed ps / PS worker serves on while the chief is up, for at most this long.
 SERVER_GRACE_ENV, SERVER_GRACE_S = "TFYARD_SERVER_GRACE", 20.0
@@ -180,6 +181,30 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
     if name == "parameter_server":
         return tf.distribute.experimental.ParameterServerStrategy(_resolver(cluster, 0))
     raise AssertionError(f"unhandled strategy {name}")
+
+
+def cluster_start(plan: Plan, cluster: ClusterConfig, chief_id: str | None,
+                  timeout: float) -> str | None:
+    """The id every member of this start of an all-reduce cluster shares: the coordinator's
+    `chief_id`, which the others read from the cluster's coordination service. Called once
+    the strategy has formed the cluster, so a member gets the id of the chief it started
+    with, never one of another start (a replaced pod's old chief, still running, is in no
+    cluster with it). None for the other strategies (their other members write no run)."""
+    if plan.strategy != "multi_worker_mirrored":
+        return None
+    import tensorflow as tf
+
+    from tfyard import compat
+
+    if cluster.is_coordinator:
+        compat.share_in_cluster(START_KEY, chief_id or "")
+        return chief_id
+    try:
+        return compat.shared_in_cluster(START_KEY, int(timeout * 1000))
+    except tf.errors.OpError:
+        raise UserError(f"all-reduce training: the chief did not say which start of the "
+                        f"cluster this is within {timeout:.0f}s; check that it runs, or raise "
+                        "--startup_timeout") from None
 
 
 def end_together() -> None:

@@ -97,7 +97,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
     if plan.behaviour == "evaluate" and plat.output_url:
         raise UserError(f"--output_dir {plat.output_url}: an evaluator member cannot follow a "
                         "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
-    with published(plat, cluster, options.startup_timeout) as (plat, publisher), \
+    with published(plat, cluster, options.startup_timeout) as run, \
             take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
         from tfyard.train.task.task import make_task
 
@@ -113,14 +113,19 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
+        # before the task probes the user's input
+        strategy = start_strategy(RunContext(options, plat, cluster, plan))
+        # once the cluster has formed: another member of a run in a bucket restores what
+        # the chief of its own start reconciled
+        plat = run.joined(lambda token: strategies.cluster_start(
+            plan, cluster, token, options.startup_timeout))
         context = RunContext(options, plat, cluster, plan)
-        strategy = start_strategy(context)   # before the task probes the user's input
         task = make_task(options, plat, model, data, eval_data, num_classes, strategy,
                          class_names)
         refuse_other_run(plat.output_dir, **task.identity())
         prepared = prepare(context, task, strategy)
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-        controller, restored, tracker = _controller(prepared, watchdog, publisher)
+        controller, restored, tracker = _controller(prepared, watchdog, run.publisher)
         with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
             _announce(prepared, restored, controller.state.start_step, tracker)
             with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \

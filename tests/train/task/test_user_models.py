@@ -54,9 +54,10 @@ def user_model_train(name: str, replicas: int, out, work) -> list[str]:
 # trains all-reduce (killed and resumed in tests/reliability/test_faults.py, MobileNet on
 # Spark) and with parameter servers (tests/train/test_clusters.py); a compiled model on one
 # device follows Keras' fit (below). Two replicas train in the fresh process of
-# `two_replica_process` (this one's TensorFlow has started), by `tfyard.cli.main` there; one
-# device, and every `tfyard evaluate`, run here.
-@pytest.mark.parametrize("name, replicas", [("mobilenet", 2), ("convnet", 1), ("compiled", 2)])
+# `two_replica_process` (this one's TensorFlow has started), by `tfyard.cli.main` there (its
+# tests follow these, so that xdist's worksteal seldom splits them); one device, and every
+# `tfyard evaluate`, run here.
+@pytest.mark.parametrize("name, replicas", [("convnet", 1), ("mobilenet", 2), ("compiled", 2)])
 def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, capfd, user_imports,
                                                    request, name, replicas):
     if replicas > 1:
@@ -86,6 +87,96 @@ def test_a_user_model_trains_evaluates_and_exports(tmp_path, digits_work, capfd,
     images = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype("float32")
     probabilities = served.serve(tf.constant(images))["probabilities"].numpy()
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-4)
+
+
+# What the fixture's process prints before each CLI run, on stdout and stderr, and after it
+MARK = "=== tfyard train of "
+
+
+class TwoReplicaProcess(NamedTuple):
+    work: Path
+    printed: list[str]   # the notebook cells' lines
+    trained: dict   # model name -> (CompletedProcess of its `tfyard train`, its output dir)
+
+
+@pytest.fixture(scope="module")
+def two_replica_process(tmp_path_factory, digits_work) -> TwoReplicaProcess:
+    """One fresh process for the tests of two CPU replicas: tests/user_code/job.py runs
+    first as that process's `__main__`, as `python job.py OUT 2` runs it, then a notebook's
+    later cells call tfyard.fit twice more on 2 CPU replicas, once with another model (its
+    collectives of other shapes), and once on 3; last, `tfyard train` of each user model that
+    trains on two replicas, by `tfyard.cli.main` (a process pays its TensorFlow start once)."""
+    work = tmp_path_factory.mktemp("two-replicas")
+    job, out = str(USER_CODE / "job.py"), str(work / "out")
+    runs = {name: user_model_train(name, 2, work / name, digits_work)
+            for name in ("mobilenet", "compiled")}
+    script = f"""
+import runpy
+import sys
+sys.argv = [{job!r}, {out!r}, "2"]
+runpy.run_path({job!r}, run_name="__main__")
+sys.path.insert(0, {str(USER_CODE)!r})
+import tfyard
+from tfyard.errors import UserError
+from job import build, input_fn
+common = dict(num_classes=2, output_dir={str(work / "cells")!r}, ds="mirrored",
+              num_gpus="0", quiet=True, export=False, jit_compile=False)
+for steps in (2, 4):
+    print("steps", tfyard.fit(build, input_fn, train_steps=steps, cpu_replicas=2, **common)[
+        "final_step"])
+import keras
+def other(input_shape, num_classes):
+    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                              keras.layers.Dense(7), keras.layers.Dense(num_classes)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    return model
+print("other", tfyard.fit(other, input_fn, train_steps=2, cpu_replicas=2,
+                          **{{**common, "output_dir": {str(work / "other")!r}}})["final_step"])
+try:
+    tfyard.fit(build, input_fn, train_steps=6, cpu_replicas=3, **common)
+except UserError as exc:
+    print("refused", exc)
+from tfyard.cli import main
+for name, argv in {runs!r}.items():
+    for stream in (sys.stdout, sys.stderr):
+        print({MARK!r} + name, file=stream, flush=True)
+    try:
+        code = main(argv)
+    except SystemExit as exited:
+        code = exited.code
+    print({MARK!r} + name, "exit", code, flush=True)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed, *sections = result.stdout.split(MARK)   # the cells', then each run's and its end
+    trained = {name: (subprocess.CompletedProcess(
+        argv, int(ended.split()[-1]), ran.removeprefix(name), err.removeprefix(name)), work / name)
+        for (name, argv), ran, ended, err in zip(runs.items(), sections[::2], sections[1::2],
+                                                 result.stderr.split(MARK)[1:], strict=True)}
+    return TwoReplicaProcess(work, printed.splitlines(), trained)
+
+
+def test_a_user_script_with_an_input_fn_trains_on_two_cpu_replicas(two_replica_process):
+    """tests/user_code/job.py in a fresh process: the input function is probed only after
+    the strategy set up its logical devices (TensorFlow allows it only before it starts),
+    and with the InputContext training hands it: `get_per_replica_batch_size(32)` is 16."""
+    summary = read_json(two_replica_process.work / "single-0.json")
+    assert (summary["strategy"], summary["replicas"], summary["global_batch"]) == \
+        ("mirrored", 2, 32)
+    assert summary["final_step"] == 16   # 256 examples / 32 a step, 2 epochs
+
+
+def test_cpu_replicas_are_set_once_per_process(two_replica_process):
+    """tfyard.fit again in one process on 2 CPU replicas (a notebook's next cells, after the
+    script's run) works, with another model too; a different count, once TensorFlow has
+    started, is one line saying why."""
+    printed = two_replica_process.printed
+    assert printed == [
+        "steps 2", "steps 4", "other 2",
+        "refused --cpu_replicas 3: TensorFlow's runtime already started in this process (a "
+        "TensorFlow op ran before training); call tfyard.fit before any TensorFlow op, or in "
+        "a fresh process"], printed
 
 
 def test_a_compiled_model_follows_the_loss_curve_of_keras_fit(tmp_path):
@@ -220,96 +311,6 @@ def test_train_steps_beyond_a_finite_input_repeat_it(tmp_path):
     steps = [r["step"] for r in read_jsonl(tmp_path / "out" / "metrics.jsonl")
              if r["kind"] == "train"]
     assert steps[-1] == summary["final_step"] == 5 and summary["epochs"] == 2.5, summary
-
-
-# What the fixture's process prints before each CLI run, on stdout and stderr, and after it
-MARK = "=== tfyard train of "
-
-
-class TwoReplicaProcess(NamedTuple):
-    work: Path
-    printed: list[str]   # the notebook cells' lines
-    trained: dict   # model name -> (CompletedProcess of its `tfyard train`, its output dir)
-
-
-@pytest.fixture(scope="module")
-def two_replica_process(tmp_path_factory, digits_work) -> TwoReplicaProcess:
-    """One fresh process for the tests of two CPU replicas: tests/user_code/job.py runs
-    first as that process's `__main__`, as `python job.py OUT 2` runs it, then a notebook's
-    later cells call tfyard.fit twice more on 2 CPU replicas, once with another model (its
-    collectives of other shapes), and once on 3; last, `tfyard train` of each user model that
-    trains on two replicas, by `tfyard.cli.main` (a process pays its TensorFlow start once)."""
-    work = tmp_path_factory.mktemp("two-replicas")
-    job, out = str(USER_CODE / "job.py"), str(work / "out")
-    runs = {name: user_model_train(name, 2, work / name, digits_work)
-            for name in ("mobilenet", "compiled")}
-    script = f"""
-import runpy
-import sys
-sys.argv = [{job!r}, {out!r}, "2"]
-runpy.run_path({job!r}, run_name="__main__")
-sys.path.insert(0, {str(USER_CODE)!r})
-import tfyard
-from tfyard.errors import UserError
-from job import build, input_fn
-common = dict(num_classes=2, output_dir={str(work / "cells")!r}, ds="mirrored",
-              num_gpus="0", quiet=True, export=False, jit_compile=False)
-for steps in (2, 4):
-    print("steps", tfyard.fit(build, input_fn, train_steps=steps, cpu_replicas=2, **common)[
-        "final_step"])
-import keras
-def other(input_shape, num_classes):
-    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
-                              keras.layers.Dense(7), keras.layers.Dense(num_classes)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
-    return model
-print("other", tfyard.fit(other, input_fn, train_steps=2, cpu_replicas=2,
-                          **{{**common, "output_dir": {str(work / "other")!r}}})["final_step"])
-try:
-    tfyard.fit(build, input_fn, train_steps=6, cpu_replicas=3, **common)
-except UserError as exc:
-    print("refused", exc)
-from tfyard.cli import main
-for name, argv in {runs!r}.items():
-    for stream in (sys.stdout, sys.stderr):
-        print({MARK!r} + name, file=stream, flush=True)
-    try:
-        code = main(argv)
-    except SystemExit as exited:
-        code = exited.code
-    print({MARK!r} + name, "exit", code, flush=True)
-"""
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    printed, *sections = result.stdout.split(MARK)   # the cells', then each run's and its end
-    trained = {name: (subprocess.CompletedProcess(
-        argv, int(ended.split()[-1]), ran.removeprefix(name), err.removeprefix(name)), work / name)
-        for (name, argv), ran, ended, err in zip(runs.items(), sections[::2], sections[1::2],
-                                                 result.stderr.split(MARK)[1:], strict=True)}
-    return TwoReplicaProcess(work, printed.splitlines(), trained)
-
-
-def test_a_user_script_with_an_input_fn_trains_on_two_cpu_replicas(two_replica_process):
-    """tests/user_code/job.py in a fresh process: the input function is probed only after
-    the strategy set up its logical devices (TensorFlow allows it only before it starts),
-    and with the InputContext training hands it: `get_per_replica_batch_size(32)` is 16."""
-    summary = read_json(two_replica_process.work / "single-0.json")
-    assert (summary["strategy"], summary["replicas"], summary["global_batch"]) == \
-        ("mirrored", 2, 32)
-    assert summary["final_step"] == 16   # 256 examples / 32 a step, 2 epochs
-
-
-def test_cpu_replicas_are_set_once_per_process(two_replica_process):
-    """tfyard.fit again in one process on 2 CPU replicas (a notebook's next cells, after the
-    script's run) works, with another model too; a different count, once TensorFlow has
-    started, is one line saying why."""
-    printed = two_replica_process.printed
-    assert printed == [
-        "steps 2", "steps 4", "other 2",
-        "refused --cpu_replicas 3: TensorFlow's runtime already started in this process (a "
-        "TensorFlow op ran before training); call tfyard.fit before any TensorFlow op, or in "
-        "a fresh process"], printed
 
 
 def test_a_resumed_input_fn_continues_after_the_step_reached(tmp_path):

@@ -23,7 +23,8 @@ is written as always, into its copy under `--work_dir` (`platform.resolve` point
 - **Resume anywhere.** Every member starts by copying the prefix to its local copy, so a
   restart on a new node needs nothing from the old one. The writing member's copy may hold
   a newer checkpoint than the bucket (below), so the others copy the prefix only once the
-  writer's live lease says it is reconciled: every member restores the same checkpoint.
+  lease of their own cluster start's writer says it is reconciled (`BucketRun.joined`): every
+  member restores the same checkpoint, never one a chief of another start left.
 - **Newer local files kept.** The writing member's copy is first made one with the prefix
   (`reconcile`): a copy that continues the bucket's latest checkpoint (one left by a store
   that went down) publishes what the bucket lacks and merges the files a run appends to,
@@ -43,6 +44,7 @@ import logging
 import os
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from tfyard.errors import UserError
 from tfyard.process.sender import Newest, Sender, Timing
@@ -61,6 +63,9 @@ from tfyard.train.rundir.directory import checkpoint_paths
 from tfyard.train.rundir.lease import take_bucket_lease, wait_reconciled
 from tfyard.train.rundir.pointer import send_save
 from tfyard.train.rundir.reconcile import reconciled, run_names, skipped
+
+if TYPE_CHECKING:
+    from tfyard.platform import Platform
 
 log = logging.getLogger("tfyard")
 
@@ -206,32 +211,52 @@ def put_back(copy: str, url: str, name: str, leased: bool = False) -> str:
     return target
 
 
+@dataclasses.dataclass
+class BucketRun:
+    """What `published` gives the run: the platform and Publisher of the member that writes
+    it (None for a local run's), and its lease's token, this start's id for the cluster."""
+
+    plat: Platform
+    publisher: Publisher | None = None
+    token: str | None = None
+    wait_s: float = 0.0
+
+    def joined(self, start_of) -> Platform:
+        """The platform to train with, called once this process's cluster has formed.
+        `start_of(token)` is the id this start's members share (`strategy.cluster_start`);
+        a member of a run in a bucket waits up to `wait_s` for the lease of that start's
+        chief to say reconciled, then copies the prefix to the readers' copy under
+        `work_dir/bucket-data` (what it restores from)."""
+        plat = self.plat
+        if plat.output_url is None:
+            return plat
+        start = start_of(self.token)   # the writer gives its token, another member reads it
+        if self.publisher is not None:
+            return plat
+        wait_reconciled(plat.output_url, start, self.wait_s)
+        place = location(plat.output_url, FLAG)
+        root, _ = mirror.pulled_run(place, mirror.copy_root(
+            place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
+        return dataclasses.replace(plat, output_dir=root)
+
+
 @contextlib.contextmanager
 def published(plat, cluster, wait_s: float):
     """For a run in a bucket (`plat.output_url`): the member that writes the run holds the
     bucket's lease, makes its copy `plat.output_dir` one with the prefix (`reconciled`),
     says so in the lease and publishes that copy until the block ends (flushed then,
-    whatever ends it); another member waits up to `wait_s` seconds for that word, then
-    copies the prefix to the readers' copy under `work_dir/bucket-data` (what it restores
-    from). Yields the platform to train with and the Publisher (None on other members and
-    for a local run)."""
-    if plat.output_url is None:
-        yield plat, None
-        return
-    place = location(plat.output_url, FLAG)
-    if not cluster.is_coordinator:
-        wait_reconciled(plat.output_url, wait_s)
-        root, _ = mirror.pulled_run(place, mirror.copy_root(
-            place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
-        yield dataclasses.replace(plat, output_dir=root), None
+    whatever ends it); the other members wait for that word in `BucketRun.joined`, once
+    their cluster has formed. Yields the BucketRun."""
+    if plat.output_url is None or not cluster.is_coordinator:
+        yield BucketRun(plat, wait_s=wait_s)
         return
     lease = take_bucket_lease(plat.output_url)
     try:
-        names = reconciled(place, plat.output_dir)
+        names = reconciled(location(plat.output_url, FLAG), plat.output_dir)
         lease.mark_reconciled()
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
-            yield plat, publisher
+            yield BucketRun(plat, publisher, lease.me["token"])
         except BaseException:
             with contextlib.suppress(UserError):   # what was saved still reaches the bucket
                 publisher.close()

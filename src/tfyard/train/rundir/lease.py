@@ -10,12 +10,13 @@ time, start time, job id), in one of two places, each creating and taking it ove
 - `InBucket`: an object under the run's prefix (s3://, gs://), created only if absent (S3's
   If-None-Match, GCS's ifGenerationMatch=0), renewed and taken over only as the version read
   (If-Match, ifGenerationMatch=G). A store that ignores them is refused in one line.
-A daemon thread renews it every RENEW_S seconds. In a bucket each write is a new version (the
-body says when it was written), so a member that sees the lease written since it first looked
-knows its holder is alive, not a killed start's leftover: the other members of a cluster wait
-(`wait_reconciled`) for a live holder's lease to say `reconciled` (its copy, which may hold a
-newer checkpoint than the bucket, made one with the bucket) before they copy the bucket, so
-every member restores what the holder restores.
+A daemon thread renews it every RENEW_S seconds. The other members of a cluster wait
+(`wait_reconciled`) for the lease of their own start's chief (its `token`, which the chief
+passes to the cluster it formed: `distribute.strategy.cluster_start`) to say `reconciled`
+(its copy, which may hold a newer checkpoint than the bucket, made one with the bucket)
+before they copy the bucket, so every member restores what its chief restores: a killed
+start's leftover lease, or the live lease of a chief of another start (a replaced pod's old
+chief, still running), is no answer.
 
 A claimant that finds a lease takes it over only when it is stale (`Stale`):
 - same host and the holder's pid is gone (or is another process now): a killed run;
@@ -248,7 +249,8 @@ class InBucket:
 
 def _body(me: dict) -> bytes:
     """The lease as written: `written` makes every write a new version (S3's ETag is the
-    body's digest), which is how members tell a live holder from a dead one."""
+    body's digest), so a take-over conditional on the version read never replaces a renewal
+    made since."""
     return json.dumps({**me, "written": time.time()}).encode()
 
 
@@ -331,16 +333,14 @@ def take_bucket_lease(url: str) -> Lease:
     return claim(InBucket(url), url)
 
 
-def wait_reconciled(url: str, timeout: float) -> None:
-    """Return once the lease on the run in a bucket (`url`) was written since this call began
-    (its holder is alive, not a killed start's leftover) and says `reconciled`; a UserError
-    after `timeout` seconds."""
+def wait_reconciled(url: str, start: str | None, timeout: float) -> None:
+    """Return once the lease on the run in a bucket (`url`) is the one of this cluster start's
+    chief (its token `start`) and says `reconciled`; a UserError after `timeout` seconds."""
     place = InBucket(url)
-    first = place.store.head(place.place, FLAG)
     deadline = time.monotonic() + timeout
     while True:
-        holder = place.read()   # its version is then place._seen
-        if holder and holder.get(RECONCILED) and place._seen != (first and first.version):
+        holder = place.read()
+        if holder and holder.get(RECONCILED) and start and holder.get("token") == start:
             return
         if time.monotonic() > deadline:
             raise UserError(f"{FLAG} {url}: the chief did not make its copy one with the bucket "
