@@ -4,7 +4,7 @@ exactly the examples, in exactly the order, a run from local disk reads; SIGKILL
 and resumed on a new node with an empty cache it ends with the unbroken local run's weights,
 bit for bit, and it is evaluated through the cache; each report in metrics.jsonl carries the
 high-water mark; `bench data` reads it the same way; a limit that cannot hold two files is
-one line before any download."""
+one line before any download. An image folder ten times the cache reads through it alike."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from tests.data.helpers import write_imagenet
+from tests.data.helpers import write_folder, write_imagenet
 from tests.storage.conftest import refused, upload
 from tfyard.cli import main
 from tfyard.runfiles.layout import RunDirectory, WorkDirectory
@@ -121,3 +121,25 @@ def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monk
     # evaluate and bench streamed the set too; the run evaluated was copied (bucket-data)
     assert (cache / "bucket-stream" / "s3" / "big" / "imagenet").is_dir()
     assert not (cache / "bucket-data" / "s3" / "big" / "imagenet").exists()
+
+
+def test_an_image_folder_ten_times_the_cache_reads_as_from_disk(s3, tmp_path):
+    data = tmp_path / "photos"
+    write_folder(data, {"cat": 12, "dog": 12, "owl": 12})
+    upload(s3, data, "photos", "set")
+    sizes = [path.stat().st_size for path in data.rglob("*.jpg")]
+    limit = sum(sizes) // 10
+
+    def run(where: str, name: str) -> dict[int, str]:
+        argv = train(where, tmp_path / name, tmp_path / f"{name}-work", "--dataset",
+                     "imagefolder", "--data_cache_limit", str(limit), steps=12)
+        assert main(argv) == 0
+        return ids(tmp_path / f"{name}-work")
+
+    here = run(str(data), "here")
+    assert run("s3://photos/set", "there") == here and len(here) == 12   # 1.5 epochs
+    assert not (tmp_path / "there-work" / "bucket-data").exists()
+    with open(RunDirectory(str(tmp_path / "there")).summary, encoding="utf-8") as stream:
+        cache = json.load(stream)["data_cache"][0]
+    assert cache["fetched"] > 10 * limit, cache   # read in pieces, each image once an epoch
+    assert cache["high_water"] <= limit + cache["open_high"], cache

@@ -1,7 +1,8 @@
-"""Shards in a bucket read through its bounded cache (`storage.stream`) in exactly the order
-the pipeline reads them: each epoch's file list is announced as the epoch starts, so the
-cache fetches ahead; a file is opened once the cache holds it and released after its last
-record, so the cache may remove it. Files on local disk pass through untouched."""
+"""Files in a bucket read through its bounded cache (`storage.stream`) in exactly the order
+the pipeline reads them: the files ahead are announced as the pipeline comes to them (each
+epoch's shards as the epoch starts; an image folder's images a block ahead), so the cache
+fetches ahead; a file is opened once the cache holds it and released once read, so the
+cache may remove it. Files on local disk pass through untouched."""
 
 from __future__ import annotations
 
@@ -18,15 +19,6 @@ def reading(files: list[str], open_file):
         return open_file, None
     import tensorflow as tf
 
-    def announce(paths):
-        def told(values):
-            stream.announce([os.fsdecode(value) for value in values.numpy()])
-            return values
-
-        said = tf.py_function(told, [paths], tf.string)
-        said.set_shape(paths.shape)
-        return said
-
     def py_path(call, path):
         local = tf.py_function(lambda value: call(os.fsdecode(value.numpy())) or "", [path],
                                tf.string)
@@ -40,4 +32,40 @@ def reading(files: list[str], open_file):
             lambda value: py_path(stream.released, value)).filter(lambda _: False)
         return open_file(py_path(stream.opened, path)).concatenate(done)
 
-    return open_fetched, announce
+    return open_fetched, _announcer()
+
+
+def contents(files: list[str]):
+    """(read, announce) for whole files `files` (images): `tf.io.read_file` and None on
+    local disk; else a `read(path)` that waits for the file, reads it and releases it (one
+    Python call a file), and `announce` as `reading`'s."""
+    import tensorflow as tf
+
+    if not files or not stream.streamed(files[0]):
+        return tf.io.read_file, None
+
+    def held(path) -> bytes:
+        with stream.held(os.fsdecode(path)) as local, open(local, "rb") as file:
+            return file.read()
+
+    def read(path):
+        data = tf.numpy_function(held, [path], tf.string)
+        data.set_shape([])
+        return data
+
+    return read, _announcer()
+
+
+def _announcer():
+    import tensorflow as tf
+
+    def announce(paths):
+        def told(values):
+            stream.announce([os.fsdecode(value) for value in values.numpy()])
+            return values
+
+        said = tf.py_function(told, [paths], tf.string)
+        said.set_shape(paths.shape)
+        return said
+
+    return announce

@@ -98,7 +98,7 @@ def example_seed(seed: int, number):
     return tf.stack([tf.constant(seed, tf.int64), tf.cast(number, tf.int64)])
 
 
-def positions(spec, total: int):
+def positions(spec, total: int, block: int = BLOCK):
     """Blocks of (global example number, example id) this pipeline reads, in order."""
     import tensorflow as tf
 
@@ -112,18 +112,25 @@ def positions(spec, total: int):
             return number, slot
         return number, permute(slot, spec.seed, _ORDER, number // total, total)
 
-    return tf.data.Dataset.range(layout.first_local(), end).batch(BLOCK).map(address)
+    return tf.data.Dataset.range(layout.first_local(), end).batch(block).map(address)
 
 
-def random_access(source, total: int, spec):
-    """(number, id, *record) for records `source` can hold in memory, read once per pipeline."""
+def random_access(source, total: int, spec, announce=None):
+    """(number, id, *record) for records `source` can hold in memory, read once per pipeline.
+    `announce` (`data.fetched`) is told the records' first column (files) in reading order,
+    a block ahead (at most an epoch: a small set's files are not announced epochs ahead)."""
     import tensorflow as tf
 
     def stream(*table):
         def pick(number, ids):
-            return (number, ids, *(tf.gather(column, ids) for column in table))
+            picked = [tf.gather(column, ids) for column in table]
+            if announce is not None:
+                picked[0] = announce(picked[0])
+            return (number, ids, *picked)
 
-        return positions(spec, total).map(pick).unbatch()
+        if announce is None:
+            return positions(spec, total).map(pick).unbatch()
+        return positions(spec, total, min(BLOCK, total)).map(pick).prefetch(1).unbatch()
 
     return source.batch(max(total, 1)).flat_map(stream)
 

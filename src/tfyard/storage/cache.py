@@ -44,6 +44,10 @@ class Cache:
         self.used = self.high_water = self.open_high = self.fetched = 0
         self.waited = 0.0
         self._adopt()
+        for folder in {os.path.dirname(name) for name in self.entries}:
+            # as in a whole copy, so readers find the prefix's folders (an image folder's
+            # classes) before their files are fetched
+            os.makedirs(os.path.join(root, folder), exist_ok=True)
         for _ in range(WORKERS):
             threading.Thread(target=self._work, name="tfyard-stream", daemon=True).start()
 

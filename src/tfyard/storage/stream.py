@@ -114,9 +114,13 @@ def streamed(path) -> bool:
 
 
 def listed(folder: str) -> list[str]:
-    """The paths of the files a cache streams into `folder` (none for another folder)."""
-    cache = _caches.get(folder.rstrip(os.sep))
-    return [os.path.join(cache.root, name) for name in cache.entries] if cache else []
+    """The paths of the files a cache streams under `folder`, at any depth, fetched yet or
+    not (none for a folder on local disk)."""
+    found = _find(os.path.join(folder, ""))
+    if found is None:
+        return []
+    cache, prefix = found
+    return [os.path.join(cache.root, name) for name in cache.entries if name.startswith(prefix)]
 
 
 def identity(path) -> tuple[str, list] | None:

@@ -13,6 +13,10 @@ images (evenly spaced in name order, so every run holds out the same ones) becom
 validation split, with a note when the dataset is first looked at: a run then evaluates,
 writes its summary and exports, where it used to train every step and fail at the end.
 `data convert` holds out the same images (`held_out`).
+
+In a bucket larger than the data cache, the images stream through it (`streams`,
+`storage.stream`): classes and images come from the bucket's listing, each image is read
+through the cache (`data.fetched.contents`), in the seeded order it was announced in.
 """
 
 from __future__ import annotations
@@ -21,13 +25,20 @@ import logging
 import os
 
 from tfyard.data.formats.base import IMAGENET_EVAL, DatasetInfo, Record, require_dir
-from tfyard.data.images import IMAGE_EXTENSIONS, walk_images
+from tfyard.data.images import IMAGE_EXTENSIONS, is_image, walk_images
 from tfyard.errors import UserError
+from tfyard.storage import stream
 
 _SPLIT_DIRS = {"train": ("train",), "validation": ("validation", "val", "test")}
 HOLD_OUT = 0.1  # of each class, when there is no validation folder
 _noted: set[tuple[str, float]] = set()
 log = logging.getLogger("tfyard")
+
+
+def streams(name: str, object_name: str) -> bool:
+    """Whether the object `object_name` (under a bucket prefix) is an image: a set larger
+    than the data cache reads its images through it, in reading order."""
+    return is_image(object_name)
 
 
 def class_folders(root: str) -> list[str]:
@@ -125,6 +136,7 @@ def build(name, data_dir, spec):
     import tensorflow as tf
 
     import tfyard.data.preprocess as pp
+    from tfyard.data.fetched import contents
     from tfyard.data.order import random_access
     from tfyard.data.pipeline import addressed, assemble
 
@@ -134,9 +146,10 @@ def build(name, data_dir, spec):
                         "class more than one image, or a validation/ folder")
     view = IMAGENET_EVAL.resized(spec.image_size)
     paths, labels = zip(*files, strict=True)
+    read, announce = contents(paths)
 
     def decode(path, label, seed=None):
-        encoded = tf.io.read_file(path)
+        encoded = read(path)
         image = (pp.normalise(pp.inception_crop(encoded, view.size, seed=seed),
                               view.stats, spec.dtype) if spec.training
                  else pp.eval_image(encoded, view, spec.dtype))
@@ -144,16 +157,18 @@ def build(name, data_dir, spec):
 
     source = tf.data.Dataset.from_tensor_slices(([os.fsencode(p) for p in paths], list(labels)))
     if spec.deterministic:
-        return addressed(random_access(source, len(files), spec), decode, spec)
+        return addressed(random_access(source, len(files), spec, announce), decode, spec)
     return assemble(source, decode, spec)
 
 
 def scan(name, data_dir, split, decode=False, **_):
     from PIL import Image
 
-    for path, label in listing(data_dir, split)[1]:
+    files = listing(data_dir, split)[1]
+    stream.announce([path for path, _ in files])   # a bucket's images fetched ahead
+    for path, label in files:
         try:
-            with Image.open(path) as image:
+            with stream.held(path) as local, Image.open(local) as image:
                 if decode:
                     image.load()
                 yield Record(path, None, label, (image.height, image.width))
