@@ -12,7 +12,13 @@ Starts moto's S3 server on 127.0.0.1 (the test server: it shares this machine's 
    the final flush) are timed too, to tell a slower step from a slower end; and where each
    run's CPU went (`cpu_probe.py`: the threads that upload, an upper bound on their GIL
    hold) with the store server's and what was uploaded, figures a busy machine leaves
-   alone.
+   alone;
+3. streaming: a set of many small shards (`--stream_shards`, with `data convert`'s index of
+   record counts) ten times `--data_cache_limit`'s size: the steady input rate through the
+   bounded cache against local disk's and the store's own whole-object rate, the peak disk
+   against the limit, and `tfyard train`'s time to its first step from local disk, from the
+   bucket through the cache (10x the limit), from the bucket at 1x (a whole copy, as it
+   fits) and from the bucket copied whole at 10x (tfyard before the cache).
 
 Prints each rate and its ratio to its baseline (training: the median over pairs).
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,7 +43,9 @@ from input_pipeline import rate, write_data  # noqa: E402
 from loopback import free_port, serve, stop  # noqa: E402
 
 from tfyard.data import build_dataset  # noqa: E402
-from tfyard.storage import readable_dir, stores  # noqa: E402
+from tfyard.data.formats import streamed  # noqa: E402
+from tfyard.data.formats.framing import count_records, write_index  # noqa: E402
+from tfyard.storage import readable_dir, stores, stream  # noqa: E402
 
 BUCKET = "bench"
 
@@ -182,6 +191,88 @@ def read_input(client, root: str, args) -> None:
           f"images/s; ratio {bucket / local:.2f}x")
 
 
+def first_step_seconds(data_dir: str, work: str, limit: int | None) -> float:
+    """Seconds from `tfyard train`'s start to its first step's report (one step a report),
+    reading `data_dir` with the data cache `limit` (None: the default)."""
+    out = os.path.join(work, "run")
+    command = [sys.executable, "-m", "tfyard", "train", "--dataset", "imagenet", "--data_dir",
+               data_dir, "--model", "cifar_resnet8", "--image_size", "32", "--batch_size",
+               "8", "--train_steps", "2", "--steps_per_loop", "1", "--num_gpus", "0",
+               "--seed", "1", "--quiet", "--no_jit_compile", "--no_export", "--output_dir",
+               out, "--work_dir", work]
+    if limit is not None:
+        command += ["--data_cache_limit", str(limit)]
+    started = time.time()
+    subprocess.run(command, check=True)
+    with open(os.path.join(out, "metrics.jsonl")) as handle:
+        first = next(r for r in map(json.loads, handle) if r["kind"] == "train")
+    return first["time"] - started
+
+
+def stream_input(client, root: str, args) -> None:
+    """A set ten times the data cache: steady input rate, peak disk, first step."""
+    shards = os.path.join(root, "stream-shards")
+    os.makedirs(shards)
+    write_data(shards, args.images, args.stream_shards)
+    first = sorted(os.listdir(shards))[0]
+    shutil.copy(os.path.join(shards, first), os.path.join(shards, "validation-00000-of-00001"))
+    names = sorted(os.listdir(shards))
+    write_index(shards, {name: count_records(os.path.join(shards, name)) for name in names})
+    sizes = {name: os.path.getsize(os.path.join(shards, name)) for name in names}
+    total, limit = sum(sizes.values()), sum(sizes.values()) // 10
+    one_tenth = [name for name in names if name.startswith("train-")][:args.stream_shards // 10]
+    small = [name for name in names if name in one_tenth or not name.startswith("train-")]
+    for name in names:
+        client.upload_file(os.path.join(shards, name), BUCKET, f"stream/{name}")
+        if name in small:   # a tenth of the set: 1x the limit
+            client.upload_file(os.path.join(shards, name), BUCKET, f"small/{name}")
+    print(f"streaming: {len(names)} files, {total / 1e6:.1f} MB, data cache limit "
+          f"{limit / 1e6:.1f} MB ({total / limit:.1f}x); batch {args.batch_size}")
+
+    plain = plain_read_seconds(client, "stream")
+    epoch = args.images // args.batch_size
+    work = os.path.join(root, "stream-work")
+    cached = readable_dir(f"s3://{BUCKET}/stream", work, streaming=stream.Streaming(
+        limit, streamed("imagenet")))
+    rates = {}
+    for side, place in (("local disk", shards), ("s3:// through the cache", cached)):
+        dataset = build_dataset("imagenet", "train", place, batch_size=args.batch_size,
+                                cache_dir=work if place == cached else None, seed=1)
+        rates[side] = rate(dataset, 2 * epoch, args.batch_size)   # two epochs, two passes
+    figures = stream.figures(work)[0]
+    store_rate = args.images * total / plain / sum(sizes[n] for n in names
+                                                   if n.startswith("train-"))
+    local, bucket = rates["local disk"], rates["s3:// through the cache"]
+    print(f"  steady input (two epochs): local disk {local:.0f} images/s, s3:// through the "
+          f"cache {bucket:.0f} images/s: {bucket / local:.2f}x local disk; the store's "
+          f"whole-object rate {store_rate:.0f} images/s: {bucket / store_rate:.2f}x it; "
+          f"bound: {'local disk' if store_rate >= local else 'the store'}")
+    print(f"  peak disk {figures['high_water'] / 1e6:.2f} MB against the limit "
+          f"{limit / 1e6:.2f} MB (files open at once at most {figures['open_high'] / 1e6:.2f} "
+          f"MB); fetched {figures['fetched'] / 1e6:.1f} MB; readers waited "
+          f"{figures['wait_sec']:.1f} s")
+
+    steps = {
+        "local disk (10x)": (shards, None),
+        "s3:// through the cache (10x)": (f"s3://{BUCKET}/stream", limit),
+        "s3:// at 1x, copied whole as it fits": (f"s3://{BUCKET}/small",
+                                                 sum(sizes[name] for name in small)),
+        "s3:// copied whole (10x, before the cache)": (f"s3://{BUCKET}/stream", 2 * total),
+    }
+    tries: dict[str, list[float]] = {side: [] for side in steps}
+    for round_ in range(2):   # the second round in the reverse order; each side's best
+        for side in (list(steps) if round_ == 0 else list(reversed(steps))):
+            data, cap = steps[side]
+            tries[side].append(first_step_seconds(
+                data, os.path.join(root, f"first-{round_}-{list(steps).index(side)}"), cap))
+    seconds = {side: min(values) for side, values in tries.items()}
+    base = seconds["local disk (10x)"]
+    one_file = max(sizes.values()) / (total / plain)
+    for side, value in seconds.items():
+        print(f"  first step, {side}: {value:.1f} s ({value - base:+.1f} s against local disk;"
+              f" one file's download {one_file:.2f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # ~14 MB shards: real ones are 100+ MB; much smaller ones time per-request overhead
@@ -195,8 +286,10 @@ def main() -> None:
     parser.add_argument("--train_flags", default="",
                         help="more `tfyard train` flags for both sides (a quick probe on a "
                         "loaded machine: --image_size 16 --no_jit_compile)")
-    parser.add_argument("--parts", nargs="+", choices=("input", "training"),
-                        default=["input", "training"])
+    parser.add_argument("--stream_shards", type=int, default=40,
+                        help="streaming: the --images split into this many shards")
+    parser.add_argument("--parts", nargs="+", choices=("input", "training", "streaming"),
+                        default=["input", "training", "streaming"])
     args = parser.parse_args()
     server, endpoint = start_server()
     settings = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
@@ -211,6 +304,8 @@ def main() -> None:
             if "training" in args.parts:
                 train_pairs(root, args.pairs, args.train_steps, args.train_flags.split(),
                             server)
+            if "streaming" in args.parts:
+                stream_input(client, root, args)
     finally:
         stop(server)
 

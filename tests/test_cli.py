@@ -104,16 +104,16 @@ def test_the_package_needs_no_extra_outside_its_spark_and_ray_modules():
 
 
 def test_keras_starts_without_its_optional_imports_yet_they_still_work():
-    """The CLI keeps Keras from loading scikit-learn, matplotlib and pandas, and tf.summary's
-    TensorBoard stand-in from loading boto3 and fsspec, at start-up (seconds per process);
-    once those are loaded, plots, Spark's pandas batches and buckets import them as usual."""
+    """The CLI keeps Keras from loading scikit-learn, matplotlib and pandas, tf.summary's
+    TensorBoard stand-in from loading boto3 and fsspec, and TensorFlow's legacy Keras from
+    loading SciPy, at start-up (seconds per process); once those are loaded, plots, Spark's
+    pandas batches and buckets import them as usual."""
     code = ("import sys; from tfyard import keras_startup; keras_startup.skip_optional_imports()"
             "; import keras, tensorflow as tf; tf.summary.histogram"
             "; import tensorboard.compat.tensorflow_stub.io.gfile"
-            "; print(sorted(set(keras_startup.OPTIONAL['keras']"
-            " | keras_startup.OPTIONAL['tensorboard.compat.tensorflow_stub.io.gfile'])"
-            " & set(sys.modules)))"
+            "; print(sorted(set().union(*keras_startup.OPTIONAL.values()) & set(sys.modules)))"
             "; from sklearn.datasets import load_digits; import matplotlib.pyplot, pandas, boto3"
+            ", scipy.sparse"
             "; print(len(load_digits().images), len(pandas.DataFrame({'a': [1, 2]})),"
             " boto3.client('s3', region_name='us-east-1').meta.region_name)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -3,7 +3,9 @@ wrappers, its image-gallery plot and `fit`/`predict` on DataFrames, none of whic
 uses: ~2-3 s of the ~8 s every TensorFlow process of `tfyard` spends importing on a 2-core
 machine (pandas alone ~0.3 s). Likewise TensorBoard's TensorFlow stand-in (which
 `tf.summary` loads) imports boto3 and fsspec to read `s3://` and other remote logs when
-TensorFlow is absent, which tfyard never asks of it (~0.3 s).
+TensorFlow is absent, which tfyard never asks of it (~0.3 s); and TensorFlow's own legacy
+Keras (tf.compat.v1's, which `import tensorflow` loads) imports scipy.sparse only to accept
+SciPy matrices in its v1 `fit`, which nothing of tfyard calls (~0.3 s a process).
 
 `skip_optional_imports()` (the CLI calls it) makes those imports fail while `keras` or that
 stand-in is itself being imported, as if they were not installed, which each handles by
@@ -18,7 +20,10 @@ import sys
 
 # importer -> the imports it makes only for what tfyard never uses
 OPTIONAL = {"keras": frozenset({"sklearn", "matplotlib", "pandas"}),
-            "tensorboard.compat.tensorflow_stub.io.gfile": frozenset({"boto3", "fsspec"})}
+            "tensorboard.compat.tensorflow_stub.io.gfile": frozenset({"boto3", "fsspec"}),
+            # TensorFlow's own legacy Keras (tf.compat.v1's), which `import tensorflow` loads
+            "tensorflow.python.keras.engine.training_v1": frozenset({"scipy"}),
+            "tensorflow.python.keras.engine.training_arrays_v1": frozenset({"scipy"})}
 
 
 def _importing(module: str) -> bool:

@@ -3,7 +3,8 @@ server: the disk it takes stays under the limit plus the files open at once, and
 exactly the examples, in exactly the order, a run from local disk reads; SIGKILLed mid-run
 and resumed on a new node with an empty cache it ends with the unbroken local run's weights,
 bit for bit, and it is evaluated through the cache; each report in metrics.jsonl carries the
-high-water mark; a limit that cannot hold two files is one line before any download."""
+high-water mark; `bench data` reads it the same way; a limit that cannot hold two files is
+one line before any download."""
 
 from __future__ import annotations
 
@@ -112,3 +113,11 @@ def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monk
     capsys.readouterr()
     assert main(["evaluate", "--output_dir", url]) == 0   # the bucket's run, the same path
     assert "top1" in capsys.readouterr().out
+    assert main(["bench", "data", "--dataset", "imagenet", "--data_dir", "s3://big/imagenet",
+                 "--batch_size", "4", "--image_size", "16", "--windows", "1",
+                 "--window_batches", "2", "--warmup_batches", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["data"] == "s3://big/imagenet"   # JSON alone
+    cache = tmp_path / "cache" / "tfyard"   # the default work dir (the s3 fixture's)
+    # evaluate and bench streamed the set too; the run evaluated was copied (bucket-data)
+    assert (cache / "bucket-stream" / "s3" / "big" / "imagenet").is_dir()
+    assert not (cache / "bucket-data" / "s3" / "big" / "imagenet").exists()

@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     quiet.setup(args.verbose)
-    configure_console(quiet=getattr(args, "quiet", False))
+    # a --json answer is the only thing on stdout: no progress lines beside it
+    configure_console(quiet=getattr(args, "quiet", False) or getattr(args, "json", False))
     try:
         status = args.func(args) or 0
         if status == 0:

@@ -66,7 +66,8 @@ def register(commands) -> None:
     train.set_defaults(func=_train)
 
     data = sub.add_parser("data", help="images/sec of the input pipeline alone")
-    add_option_arguments(data, ("dataset", "batch_size", "image_size", "dtype", "data_threads"),
+    add_option_arguments(data, ("dataset", "batch_size", "image_size", "dtype", "data_threads",
+                                "data_cache_limit"),
                          defaults={"dataset": "imagenet", "batch_size": 64, "dtype": "float32"},
                          helps={"dataset": "the registry dataset whose input is timed",
                                 "batch_size": "images per batch"})
@@ -155,10 +156,12 @@ def _data(args) -> int:
     reader(args.dataset)  # an unknown name or a missing --data_dir, before TensorFlow
     platform.resolve(data_dir=args.data_dir, create=False)
     from tfyard.bench.data import measure
+    from tfyard.process import envvars
 
+    limit = args.data_cache_limit or envvars.size("TFYARD_DATA_CACHE_LIMIT")
     result = measure(args.dataset, args.data_dir, args.batch_size, args.image_size,
                      args.windows, args.window_batches, args.warmup_batches,
-                     args.data_threads, args.dtype)
+                     args.data_threads, args.dtype, limit)
     if args.json:
         print(json.dumps(result, sort_keys=True))
         return 0

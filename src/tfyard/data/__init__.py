@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
-from tfyard.data.formats import DATASETS, DatasetInfo, canonical, reader
+from tfyard.data.formats import DATASETS, DatasetInfo, canonical, reader, streamed
 from tfyard.data.formats.base import Preprocessing
 from tfyard.data.pipeline import DatasetRequest, split_name
 from tfyard.dtypes import DTYPES
@@ -17,7 +17,18 @@ from tfyard.errors import UserError
 from tfyard.storage import readable_dir, stream
 
 __all__ = ["DATASETS", "DatasetInfo", "Preprocessing", "build_dataset", "checked",
-           "dataset_info", "reader"]
+           "dataset_info", "local_data", "reader"]
+
+
+def local_data(name: str, data_dir: str | None, work_dir: str | None,
+               limit: int | None = None, refusal: str | None = None) -> str | None:
+    """Where the readers open the `name` set `data_dir`: itself on local disk; in a bucket,
+    copied once under `work_dir`, or, for a format whose shards stream and a set larger
+    than `limit` bytes (None: half the free space), read through a bounded cache
+    (`storage.stream`), unless `refusal` says why this run cannot (then one line)."""
+    streams = streamed(name)
+    return readable_dir(data_dir, work_dir, streaming=streams and stream.Streaming(
+        limit, streams, refusal))
 
 
 def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,

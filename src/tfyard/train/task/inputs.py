@@ -16,11 +16,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from tfyard.data import build_dataset, checked, dataset_info
-from tfyard.data.formats import streamed
+from tfyard.data import build_dataset, checked, dataset_info, local_data
 from tfyard.errors import UserError
-from tfyard.storage import readable_dir
-from tfyard.storage.stream import Streaming
 from tfyard.train.task import usercode
 
 
@@ -45,9 +42,8 @@ class RegistryInput:
         # the data's directory on local disk: where it is in a bucket, copied once, or read
         # through a bounded cache when it is larger than --data_cache_limit, but where the
         # input is built on `remote` workers (parameter servers), away from the cache
-        streams = streamed(options.dataset)
-        self.data_dir = readable_dir(plat.data_dir, plat.work_dir, streaming=streams and (
-            Streaming(options.data_cache_limit, streams, REMOTE_REFUSAL if remote else None)))
+        self.data_dir = local_data(options.dataset, plat.data_dir, plat.work_dir,
+                                   options.data_cache_limit, REMOTE_REFUSAL if remote else None)
         self.info = dataset_info(options.dataset, self.data_dir, cache_dir=plat.work_dir)
         self.name = self.info.name   # the canonical spelling (`folder` is `imagefolder`)
         self.num_classes = self.info.num_classes
