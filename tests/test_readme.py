@@ -12,9 +12,9 @@ the fine-tuning page's recipe, both stages and the `tfyard.fit` form.
 A block runs as written: each shell line that is one plain `tfyard` command through
 `tfyard.cli.main` with the same arguments in this process (an interpreter and a TensorFlow
 import saved per line), the other shell lines with bash, a Python block with `exec`. The
-tracking page's shell block runs with bash as a whole: its `tfyard train` and `tfyard track`
-are the console script's own processes (tests/tracking/test_mlflow.py runs `track`
-in-process)."""
+tracking page's `tfyard track` runs with bash: the console script's own process
+(tests/tracking/test_mlflow.py runs `track` in-process, and its SIGKILLed run is a fresh
+tracked `tfyard train`)."""
 
 from __future__ import annotations
 
@@ -180,7 +180,10 @@ def test_the_tracking_page_runs_as_written_in_the_tours_directory(tour, tmp_path
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "digits")
     shell, python = marked(page("tracking.md"))
     assert shell[0] == "sh" and python[0] == "python"
-    bash(shell[1])   # whole: the console script's own processes
+    train, track = shell_steps(shell[1])
+    assert (train[:2], track[:2]) == (["tfyard", "train"], ["tfyard", "track"])
+    run_blocks([("sh", shlex.join(train))])   # in this process, as the tour's lines
+    bash(shlex.join(track))   # the console script's own process
     printed = run_blocks([python])
     names = sorted(found.info.run_name for found in runs(mlflow_uri, "digits"))
     assert "class_name" in printed[-1], printed[-1]

@@ -42,14 +42,14 @@ def _descends_from(pid: int, ancestor: int) -> bool:
 def member_pid(launcher: int, task_type: str, index: int) -> int | None:
     """The pid of launcher's `tfyard train` process running as task_type:index."""
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not _descends_from(int(entry.name), launcher):
+        if not entry.name.isdigit():
             continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        try:   # a `train` first: one read for most processes, the ancestry walk for few
+            if b"train" not in (entry / "cmdline").read_bytes().split(b"\0") \
+                    or not _descends_from(int(entry.name), launcher):
+                continue
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
-            continue
-        if b"train" not in cmdline:
             continue
         for item in environ:
             if item.startswith(b"TF_CONFIG="):

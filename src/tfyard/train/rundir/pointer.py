@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import os
 
-from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import CHECKPOINTS, POINTER
 
 FLAG = "--output_dir"
-LATEST, PATHS, STAMPS = ("model_checkpoint_path", "all_model_checkpoint_paths",
-                         "all_model_checkpoint_timestamps")
-QUOTE = '"'
 
 
 def send_save(objects, place, files: list[str], pointer: str, names: set[str]) -> None:
@@ -24,28 +20,27 @@ def send_save(objects, place, files: list[str], pointer: str, names: set[str]) -
         name = f"{CHECKPOINTS}/{os.path.basename(file)}"
         objects.upload(file, place.child(name), FLAG)
         names.add(name)
-    text = held_only(LocalFiles().read_whole(pointer), names)
+    text = held_only(os.path.dirname(pointer), names)
     objects.put(place.child(f"{CHECKPOINTS}/{POINTER}"), text.encode(), FLAG)
     names.add(f"{CHECKPOINTS}/{POINTER}")
 
 
-def held_only(text: str, names: set[str]) -> str:
-    """The pointer `text` (TensorFlow's text format, one field a line) listing, besides its
-    latest checkpoint, only those whose `.index` is among `names`, each with its timestamp."""
-    fields: dict[str, list[str]] = {PATHS: [], STAMPS: [], LATEST: []}
-    others = []
-    for line in text.splitlines():
-        key, _, value = line.partition(": ")
-        fields.get(key, others).append(value if key in fields else line)
-    paths, stamps = fields[PATHS], fields[STAMPS]
-    kept = [at for at, value in enumerate(paths)
-            if value in fields[LATEST] or _index(value) in names]
-    return "".join(f"{line}\n" for line in [
-        *(f"{LATEST}: {value}" for value in fields[LATEST]), *others,
-        *(f"{PATHS}: {paths[at]}" for at in kept),
-        *(f"{STAMPS}: {stamps[at]}" for at in kept if len(stamps) == len(paths))])
+def held_only(folder: str, names: set[str]) -> str:
+    """The pointer of `folder` (read by TensorFlow, as `directory.checkpoint_paths` reads
+    one) listing, besides its latest checkpoint, only those whose `.index` is among
+    `names`, each with its timestamp; in TensorFlow's text format, names relative."""
+    import tensorflow as tf
+    from google.protobuf import text_format
 
-
-def _index(value: str) -> str:
-    """The name of the `.index` of the checkpoint a pointer's quoted `value` names."""
-    return f"{CHECKPOINTS}/{os.path.basename(value.strip(QUOTE))}.index"
+    state = tf.train.get_checkpoint_state(folder)
+    latest = os.path.basename(state.model_checkpoint_path)
+    paths = [os.path.basename(path) for path in state.all_model_checkpoint_paths]
+    stamps = list(state.all_model_checkpoint_timestamps)
+    kept = [at for at, name in enumerate(paths)
+            if name == latest or f"{CHECKPOINTS}/{name}.index" in names]
+    state.model_checkpoint_path = latest   # TensorFlow joined the names to `folder`
+    del state.all_model_checkpoint_paths[:], state.all_model_checkpoint_timestamps[:]
+    state.all_model_checkpoint_paths.extend(paths[at] for at in kept)
+    if len(stamps) == len(paths):
+        state.all_model_checkpoint_timestamps.extend(stamps[at] for at in kept)
+    return text_format.MessageToString(state)
