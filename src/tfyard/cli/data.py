@@ -24,7 +24,9 @@ def register(commands) -> None:
     convert.add_argument("--overwrite", action="store_true",
                          help="replace the set DST holds, whole, once the new one is written")
     convert.add_argument("--workers", type=int, default=None,
-                         help="writer processes (default: CPU count)")
+                         help="writer processes (default: the CPU count, but one per "
+                         "1,000 images at most: a writer process starts TensorFlow, "
+                         "seconds of CPU; a small set is written in this one)")
     convert.set_defaults(func=run_convert)
     inspect = sub.add_parser("inspect", help="format, counts, classes and image sizes of PATH")
     inspect.add_argument("path")

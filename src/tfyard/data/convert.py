@@ -102,6 +102,9 @@ def example(item: Item) -> bytes:
     return proto.SerializeToString(deterministic=True)  # map order stable across processes
 
 
+IMAGES_A_WORKER = 1000   # images that repay a writer process's start by default
+
+
 def write_shard(path: str, items: list[Item]) -> int:
     """Write `items` to the shard `path`, put in place whole (`tfyard.replace`)."""
     import tensorflow as tf
@@ -184,7 +187,12 @@ def write_dataset(dst: str, splits: dict[str, list[Item]], class_names: list[str
 
 
 def _write_shards(tasks: list[tuple[str, list[Item]]], workers: int | None) -> None:
-    workers = min(workers or os.cpu_count() or 1, len(tasks))
+    """The shards `tasks` written by `workers` processes (None: one a core, but no more
+    than the images need, as a process starting TensorFlow costs seconds of CPU)."""
+    if not workers:
+        images = sum(len(items) for _, items in tasks)
+        workers = min(os.cpu_count() or 1, -(-images // IMAGES_A_WORKER))
+    workers = max(1, min(workers, len(tasks)))
     with Progress(len(tasks), "shards", "writing", "wrote") as progress:
         if workers == 1:
             for path, items in tasks:
