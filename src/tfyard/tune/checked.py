@@ -42,7 +42,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
                     scheduler=scheduler, pbt_interval=pbt_interval, seed=seed,
                     timeout=timeout, max_failures=max_failures, on=on, workers=workers)
     measured = studies.metric(metric)
-    ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member, scheduler)
+    ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member)
     train_argv = [str(flag) for flag in train_argv]
     shared, given = _train_options(train_argv)
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,

@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 
-from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
+from tfyard.errors import PAUSED_EXIT_CODE, UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import LOGS
@@ -120,7 +120,7 @@ def _run(search: Search) -> dict:
             for number, trial in list(running.items()):
                 if trial.poll():
                     del running[number]
-                    if population and trial.proc.returncode == PREEMPTED_EXIT_CODE \
+                    if population and trial.proc.returncode == PAUSED_EXIT_CODE \
                             and not trial.pruned:   # stopped at its --pause_at_step
                         paused[number] = trial.value
                         continue
