@@ -204,9 +204,9 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         params = pbt.values_now(left) if population else left.params
         run_dir = left.user_attrs["run_dir"]
         reported, verb = left.intermediate_values, "resumed"
-    if runs:
-        runs.child(trial, run_dir, params)
     work_dir = place.work_dir(trial.number)
+    if runs:
+        runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
     command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
     if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
