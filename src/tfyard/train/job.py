@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tfyard import platform as platform_contract
 from tfyard import tracking
+from tfyard.data import formats
 from tfyard.distribute import heartbeat
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
@@ -30,6 +31,7 @@ from tfyard.train.outside.console import configure_console
 from tfyard.train.rundir.bucket import published
 from tfyard.train.rundir.directory import STARTS, read_run, refuse_other_run, started
 from tfyard.train.rundir.lease import take_lease
+from tfyard.train.task import usercode
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
     from tfyard.train.build import Prepared
@@ -94,6 +96,9 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         if status:
             raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
         return None
+    named = options.dataset if data is None else data
+    if isinstance(named, str) and not usercode.is_reference(named):
+        formats.known(named)   # a mistyped dataset answers before TensorFlow is imported
     if plan.behaviour == "evaluate" and plat.output_url:
         raise UserError(f"--output_dir {plat.output_url}: an evaluator member cannot follow a "
                         "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
