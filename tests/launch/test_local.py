@@ -1,9 +1,11 @@
-"""`tfyard launch local`: the roster and TF_CONFIGs, failure, signals, real TF clusters."""
+"""`tfyard launch local`: the roster and TF_CONFIGs, failure, signals, on members that cost
+little (tests/launch/programs/member.py). Real TensorFlow clusters under it, a chief, workers,
+a ps and an evaluator, and a job restarted by --max_restarts after a SIGKILLed worker, train
+`tfyard train` in tests/reliability/test_faults.py (the launcher treats every program alike)."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import time
@@ -116,54 +118,6 @@ def test_a_signal_to_the_launcher_stops_every_member(tmp_path, sig):
 
 def _summary(out_dir):
     return json.loads((out_dir / "summary.json").read_text())
-
-
-@pytest.mark.cluster
-def test_chief_workers_ps_and_evaluator(tmp_path):
-    proc = launch("local", "--workers", 2, "--chief", "--ps", 1, "--evaluator", "--",
-                  *program("train.py", "--output_dir", tmp_path, "--train_steps", 10,
-                           "--pid_dir", tmp_path))
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out
-    summary = _summary(tmp_path)
-    assert summary["final_step"] >= 10 and summary["resumed_from_step"] == 0
-    evaluated = json.loads((tmp_path / "eval.json").read_text())
-    assert evaluated["checkpoint"].startswith(str(tmp_path / "checkpoints"))
-    assert evaluated["loss"] > 0
-    for member in ("ps:0", "worker:0", "worker:1"):
-        assert f"[{member}] {member}: serve with parameter_server" in out
-    assert _all_gone(recorded_pids(tmp_path))
-
-
-@pytest.mark.cluster
-def test_max_restarts_resumes_after_a_worker_is_killed(tmp_path):
-    """Two workers train with MultiWorkerMirrored to the end (both replicas, both members
-    done), through a restart from the checkpoint after worker:1 is SIGKILLed (one job: its
-    four TensorFlow processes cost half a minute of CPU)."""
-    out_dir, pid_dir = tmp_path / "out", tmp_path / "pids"
-    pid_dir.mkdir()
-    proc = launch("local", "--workers", 2, "--max_restarts", 1, "--grace", 2, "--",
-                  *program("train.py", "--output_dir", out_dir, "--train_steps", 40,
-                           "--step_delay", 0.1, "--pid_dir", pid_dir))
-    deadline = time.monotonic() + 240
-    while not (out_dir / "checkpoints" / "checkpoint").exists():
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
-    first = recorded_pids(pid_dir)
-    os.kill(first["worker:1"][0], signal.SIGKILL)
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out
-    assert "worker:1 failed with signal SIGKILL" in out
-    assert "restarting the job (1/1)" in out
-    summary = _summary(out_dir)
-    assert (summary["final_step"], summary["num_replicas"]) == (40, 2)
-    assert 5 <= summary["resumed_from_step"] < 40
-    assert "[worker:0] worker:0: starting at step 0\n" in out   # the first attempt's
-    for member in ("worker:0", "worker:1"):
-        assert f"[{member}] {member}: train with multi_worker_mirrored" in out
-        assert f"[{member}] {member}: done at step 40" in out
-    assert _all_gone(first)
-    assert recorded_pids(pid_dir)["worker:1"] != first["worker:1"]
 
 
 def test_a_bad_flag_in_the_command_is_printed_once():

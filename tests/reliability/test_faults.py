@@ -1,4 +1,8 @@
-"""Faults survived: members killed mid-training, cut-short saves, full disks, missing peers."""
+"""Faults survived: members killed mid-training, cut-short saves, full disks, missing peers.
+
+The real TensorFlow clusters of `tfyard launch local` are these: an all-reduce job restarted
+whole under --max_restarts, and a chief, workers, a ps and an evaluator, one worker restarted
+alone (tests/launch/test_local.py keeps the launcher's own promises on cheap members)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import signal
 import pytest
 
 from tests.conftest import run_tfyard
+from tests.launch.helpers import alive
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
 from tests.train.conftest import assert_learned, read_json, read_jsonl
 from tests.train.task.test_user_models import user_model
@@ -50,11 +55,15 @@ def unkilled(tmp_path_factory, digits_work):
 def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, unkilled):
     victim, name = ("worker", 1), unkilled["model"].rpartition(":")[2]
     proc = start_job(tmp_path, digits_work, ["--workers", "2"], *STEPS, *user_model(name))
+    wait_for(lambda: member_pid(proc.pid, "worker", 0) is not None, proc)
+    survivor = member_pid(proc.pid, "worker", 0)   # of the first attempt: no restart yet
     killed_at = kill_after_checkpoint(proc, tmp_path, *victim, at_least=10)
     output = proc.communicate(timeout=600)[0]
     launcher = "\n".join(line for line in output.splitlines() if line.startswith("tfyard:"))
     assert proc.returncode == 0, output[-4000:]
     assert f"{victim[0]}:{victim[1]} failed with signal SIGKILL" in launcher, launcher
+    assert "tfyard: restarting the job (1/1)" in launcher, launcher   # the whole job, once
+    assert not alive(survivor)   # the killed attempt's survivor was stopped, not orphaned
     warnings = [line for line in output.splitlines()   # a compiled model's own is expected
                 if "warning" in line and "the model is compiled" not in line]
     assert not warnings, output[-4000:]
@@ -67,6 +76,7 @@ def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, un
                for line in survivor), survivor
     summary = read_json(tmp_path / "summary.json")
     assert summary["final_step"] == 80 and summary["model"] == unkilled["model"]
+    assert (summary["strategy"], summary["replicas"]) == ("multi_worker_mirrored", 2)
     assert killed_at <= summary["resumed_from_step"] < 80
     # a checkpoint (every 10 steps, and the epoch's end at 46): at most one interval lost
     assert summary["resumed_from_step"] in {*range(10, 80, 10), 46}
