@@ -20,6 +20,12 @@ class UserError(Exception):
 PREEMPTED_EXIT_CODE = 143
 PREEMPTED = "preempted"  # the stop reason in RunState and summary.json
 
+# A run that stopped where its --pause_at_step asked (tune's PBT), saved there: it ended as
+# told, so launchers end the job with it instead of restarting it (a restart would resume at
+# that step and stop there again); the scheduler that asked goes on from the checkpoint.
+PAUSED_EXIT_CODE = 3
+PAUSED = "paused"  # the stop reason in RunState and summary.json
+
 # A member that lost a peer (an all-reduce member, a parameter server, the chief) and cannot
 # go on: the job must restart from its latest checkpoint. EX_TEMPFAIL of sysexits.h, "try
 # again later". Retryable, but not the cause: the lost member's own exit (SIGKILL, an

@@ -8,7 +8,7 @@ import io
 import signal
 import time
 
-from tfyard.errors import LOST_PEER_EXIT_CODE
+from tfyard.errors import LOST_PEER_EXIT_CODE, PAUSED_EXIT_CODE, PREEMPTED_EXIT_CODE
 from tfyard.launch.output import LockedWriter
 from tfyard.launch.roster import roster
 from tfyard.launch.supervise import Policy, supervise
@@ -70,6 +70,19 @@ def test_a_lost_peer_alone_still_spends_a_restart():
                                     "worker:1": [(None, 0), (0, 0.05)]}, max_restarts=1)
     assert outcome.returncode == 0 and outcome.restarts == 1, text
 
+
+
+def test_a_pause_ends_the_job_with_its_code_where_a_preemption_restarts_it():
+    """Members that stopped at --pause_at_step did as asked: a restart would resume there
+    and stop at once again, forever; a preempted job restarts without spending a credit."""
+    outcome, text = run(roster(2), {"worker:0": [(PAUSED_EXIT_CODE, 0.05)],
+                                    "worker:1": [(PAUSED_EXIT_CODE, 0.05)]}, max_restarts=3)
+    assert (outcome.returncode, outcome.restarts, outcome.failed) == (3, 0, None), text
+    assert outcome.message == "paused where --pause_at_step asked; rerun to go on"
+    assert text == "tfyard: worker:0 paused (exit code 3: saved at --pause_at_step)\n"
+    outcome, text = run(roster(2), {"worker:0": [(PREEMPTED_EXIT_CODE, 0.05), (0, 0.05)],
+                                    "worker:1": [(None, 0), (0, 0.05)]})
+    assert (outcome.returncode, outcome.restarts, outcome.preemptions) == (0, 0, 1), text
 
 def test_a_failed_evaluator_restarts_alone_then_training_goes_on_without_it():
     members = roster(1, chief=True, evaluator=True)

@@ -3,10 +3,15 @@ a binaryFile DataFrame and `tfyard predict --on spark` give local predict's clas
 broken file contained, each Python worker loading the model once for every batch and both
 jobs; `--on_error fail` is one line naming the file; every format and every edge item
 (a null cell, a vanished file, the edge tree) gives local predict's rows; a worker's refusal
-and workers without tfyard are one line."""
+and workers without tfyard are one line. A fresh `tfyard predict --on spark` prints none of
+Spark's start-up lines and none of its workers' TensorFlow lines; the other CLI runs share
+the module's session, whose JVM and Python workers write to a file of their own
+(`spark_stderr`), so a test reads what they printed as a fresh process's stderr would show
+it."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -28,13 +33,34 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark_stderr(tmp_path_factory) -> Path:
+    """Where the module's Spark JVM, and the Python workers it starts, write their stderr."""
+    return tmp_path_factory.mktemp("spark") / "stderr.txt"
+
+
+@contextlib.contextmanager
+def stderr_into(path: Path):
+    """File descriptor 2 writes to `path` while the block runs: what a process started in it
+    inherits."""
+    kept = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        os.dup2(kept, 2)
+        os.close(kept)
+
+
+@pytest.fixture(scope="module")
+def spark(spark_stderr):
     from pyspark.sql import SparkSession
 
     from tfyard.launch.spark import spark_context
 
-    with spark_context("local[2]", ["spark.ui.enabled=false"]) as sc:
-        sc.setLogLevel("ERROR")
+    with contextlib.ExitStack() as stack:
+        with stderr_into(spark_stderr):   # the JVM starts here
+            sc = stack.enter_context(spark_context("local[2]", ["spark.ui.enabled=false"]))
         yield SparkSession(sc)
 
 
@@ -91,17 +117,6 @@ def test_on_error_fail_names_the_file_in_one_line(spark, run, few, tmp_path, cap
     assert not out.exists() and not list(Path(tmp_path).glob(".rows.tmp-*"))
 
 
-def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.VERBOSE_ENV)}
-    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir", str(run),
-                           str(few), "--on", "spark", "--workers", "1", "--output",
-                           str(tmp_path / "rows")],   # one worker: one TensorFlow to start
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
-    assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr
-
-
 def test_every_format_and_edge_item_gives_local_rows(spark, run, edges, edge_rows, tmp_path):
     import tfyard.spark
 
@@ -133,13 +148,32 @@ def test_workers_without_tfyard_are_one_line(spark, run, tmp_path, monkeypatch):
         tfyard.spark.predict(frame, run)
 
 
-def test_a_workers_refusal_is_one_line_in_a_fresh_process(old_export, few, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir",
-                           str(old_export), str(few), "--on", "spark", "--workers", "1",
-                           "--output", str(tmp_path / "rows")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert done.stderr.strip().splitlines()[-1] == (
+def test_a_workers_refusal_is_one_line(spark, spark_stderr, old_export, few, tmp_path,
+                                       capsys):
+    """In this process, on the module's session (a fresh one's quiet start-up is the test
+    above): the CLI's last line is the workers' refusal, and neither the CLI nor Spark's JVM
+    and workers print a trace or an error line."""
+    printed_before = spark_stderr.stat().st_size
+    assert main(["predict", "--output_dir", str(old_export), str(few), "--on", "spark",
+                 "--workers", "1", "--output", str(tmp_path / "rows")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
         f"tfyard: error: {old_export} was exported by a tfyard without prediction support (no "
         "`metadata` signature); export it again with this tfyard")
-    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr  # Spark's start-up only
+    with open(spark_stderr, "rb") as jvm:
+        jvm.seek(printed_before)
+        err += jvm.read().decode(errors="replace")
+    assert "Traceback" not in err and "ERROR" not in err, err[-3000:]
+
+
+def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.VERBOSE_ENV)}
+    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir", str(run),
+                           str(few), "--on", "spark", "--workers", "1", "--output",
+                           str(tmp_path / "rows")],   # one worker: one TensorFlow to start
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
+    assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr
+    # Spark's start-up in a fresh process: no error, no trace (its logger says errors only)
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr[-3000:]

@@ -145,4 +145,9 @@ def test_parameter_server_chief_sigterm_loses_nothing_and_a_lost_ps_restarts(tmp
     assert first < steps[before]  # resumed there (PS reports at boundaries, not every chunk)
     summary = read_json(tmp_path / "summary.json")
     assert summary["final_step"] == 60 and summary["resumed_from_step"] >= first
-    assert summary["optimizer"] == "Adam" and "accuracy" in summary["eval"]
+    # the user's compiled model on a parameter-server cluster (moved from test_clusters.py):
+    # trained as compiled, its own optimizer and metric reported
+    assert (summary["strategy"], summary["model"]) == ("parameter_server", f"{MODELS}:compiled")
+    assert summary["optimizer"] == "Adam" and set(summary["eval"]) == {"loss", "accuracy"}
+    last = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"][-1]
+    assert last["step"] == 60 and "accuracy" in last

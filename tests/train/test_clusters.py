@@ -1,7 +1,10 @@
 """`tfyard train` as members of real clusters started by `tfyard launch local`: all-reduce
 workers, and each of the user's own models (tests/user_code/models.py) on a parameter-server
-cluster, each tracked in MLflow (only the chief logs, once). The parameter-server job with
-an evaluator, and a worker killed on the way, is
+cluster, each tracked in MLflow (only the chief logs, once). The compiled one trains on its
+parameter-server cluster, with its own figures, in
+`tests/reliability/test_preemption.py::test_parameter_server_chief_sigterm_loses_nothing_and_a_lost_ps_restarts`
+(one cluster fewer). The parameter-server job with an evaluator, and a worker killed on the
+way, is
 `tests/reliability/test_faults.py::test_killed_parameter_server_worker_is_replaced_without_a_job_restart`."""
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def test_a_user_script_trains_as_its_tf_config_role_on_two_workers(tmp_path):
     assert first["weights_digest"] == second["weights_digest"]
 
 
-@pytest.mark.parametrize("name", sorted(USER_MODELS))
+@pytest.mark.parametrize("name", sorted(set(USER_MODELS) - {"compiled"}))  # see above
 def test_a_user_model_trains_on_a_parameter_server_cluster(tmp_path, digits_work, name,
                                                           mlflow_uri, experiment):
     """Chief, a worker and a ps import the user's module from its file; the chief reports
@@ -83,8 +86,6 @@ def test_a_user_model_trains_on_a_parameter_server_cluster(tmp_path, digits_work
     summary = read_json(tmp_path / "summary.json")
     assert (summary["strategy"], summary["final_step"]) == ("parameter_server", 8)
     assert summary["model"] == f"{MODELS}:{name}"
-    metric = "accuracy" if name == "compiled" else "top1"   # a compiled model's own metric
-    assert set(summary["eval"]) == ({"loss", "accuracy"} if name == "compiled"
-                                    else {"loss", "top1", "top5"})
+    assert set(summary["eval"]) == {"loss", "top1", "top5"}
     train = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
-    assert train[-1]["step"] == 8 and metric in train[-1]
+    assert train[-1]["step"] == 8 and "top1" in train[-1]

@@ -72,7 +72,7 @@ def test_a_study_in_a_bucket_keeps_its_runs_and_summary_there(s3, tmp_path):  # 
     ([], "--output_dir in a bucket needs --storage URL"),
     (["--storage", "STORAGE", "--scheduler", "pbt", "--pbt_interval", "10", "--parallel", "2"],
      "--scheduler pbt (it hands checkpoints"),
-    (["--storage", "STORAGE", "--mlflow_uri", "http://127.0.0.1:1"], "MLflow tracking"),
+    (["--storage", "STORAGE", "--on", "ray"], "--on ray (tune reads"),
 ])
 def test_what_a_bucket_study_cannot_do_is_one_line_before_any_trial(tmp_path, extra, words):
     storage = f"sqlite:///{tmp_path / 'x.db'}"
@@ -99,10 +99,16 @@ def test_a_missing_bucket_is_one_line_before_any_trial(s3, tmp_path):  # noqa: F
 
 
 @pytest.mark.slow
-def test_a_real_study_in_a_bucket_evaluates_with_its_best_run(s3, tmp_path, capsys):  # noqa: F811
-    """A real `tfyard train` trial written to the bucket; `tfyard evaluate` given the study's
-    prefix restores its checkpoint (which of several trials is best: the stand-in study
-    above). One trial: the suite's one real bucket study, kept short."""
+def test_a_real_tracked_study_in_a_bucket_evaluates_with_its_best_run(
+        s3, tmp_path, capsys, monkeypatch, mlflow_uri, experiment):  # noqa: F811
+    """A real `tfyard train` trial written to the bucket, tracked in the study's MLflow child
+    run that tune named in its run.json there; `tfyard evaluate` given the study's prefix
+    restores its checkpoint (which of several trials is best: the stand-in study above).
+    One trial: the suite's one real bucket study, kept short."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
     s3.create_bucket(Bucket="tune-real")
     url, storage = "s3://tune-real/study", f"sqlite:///{tmp_path / 'study.db'}"
     space = write_space(tmp_path, "learning_rate: {loguniform: [0.01, 0.1]}\n")
@@ -116,6 +122,13 @@ def test_a_real_study_in_a_bucket_evaluates_with_its_best_run(s3, tmp_path, caps
     names = {o["Key"] for o in s3.list_objects_v2(Bucket="tune-real")["Contents"]}
     assert {"study/tune.json", "study/trials/0000/checkpoints/checkpoint",
             "study/trials/0000/run.json"} <= names
+    record = json.loads(s3.get_object(Bucket="tune-real", Key="study/trials/0000/run.json")
+                        ["Body"].read())
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    child = client.get_run(record["mlflow_run_id"])   # train tracked into tune's child
+    assert child.data.tags["tfyard.trial"] == "0" and "mlflow.parentRunId" in child.data.tags
+    assert child.info.status == "FINISHED" and child.data.tags.get("tfyard.best") == "true"
+    assert child.data.metrics["eval_top1"] == best.value   # its last evaluation
     evaluated = run_here(capsys, "evaluate", "--output_dir", url)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     source = json.loads(evaluated.stdout)["source"]

@@ -61,7 +61,7 @@ def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
     (["--scheduler", "pbt", "--pbt_interval", "10"], "give --trials and --parallel the same"),
     (["--workers", "2"], "--workers is for --on ray; add --on ray or drop it"),
     (["--on", "ray", "--scheduler", "pbt", "--pbt_interval", "10"],
-     "--scheduler pbt runs on this machine only"),
+     "give --trials and --parallel the same"),
     (["--on", "ray", "--cpus_per_member", "0"], "argument --cpus_per_member: 0 must be > 0"),
 ])
 def test_a_wrong_command_line_is_named(tmp_path, capsys, argv, words):

@@ -34,7 +34,7 @@ def test_explore_moves_each_value_by_a_fifth_within_its_range():
                          pytest.approx(max(0.001, value * 0.8)))
 
 
-def _quality(learning_rate: float) -> float:
+def quality(learning_rate: float) -> float:
     """What a stand-in trial gains an evaluation at this learning rate (stand_in.py)."""
     return (1.0 - abs(math.log10(learning_rate) + 1.0) / 4) * 0.1
 
@@ -65,7 +65,7 @@ def test_the_worst_trial_goes_on_from_the_best_ones_checkpoint(tmp_path, killed)
         assert entry["donor"] != recipient
         given = {r["step"]: r["top1"] for r in eval_records(donor)}[step]
         after = {r["step"]: r["top1"] for r in eval_records(run)}[step + 10]
-        assert after == pytest.approx(given + _quality(entry["params"]["learning_rate"]))
+        assert after == pytest.approx(given + quality(entry["params"]["learning_rate"]))
     for trial in study.trials:   # the schedule is the trial's and its run's
         run = trial.user_attrs["run_dir"]
         schedule = trial.user_attrs.get("pbt_schedule")

@@ -70,7 +70,13 @@ def register(commands) -> None:
                                 "data_cache_limit"),
                          defaults={"dataset": "imagenet", "batch_size": 64, "dtype": "float32"},
                          helps={"dataset": "the registry dataset whose input is timed",
-                                "batch_size": "images per batch"})
+                                "batch_size": "images per batch",
+                                "data_cache_limit": "local disk that --data_dir in a bucket "
+                                "may take in tfyard's cache ($XDG_CACHE_HOME/tfyard, else "
+                                "~/.cache/tfyard): 500MB or 500MiB; a larger TFRecord set "
+                                "streams through it as training reads it (default: "
+                                "TFYARD_DATA_CACHE_LIMIT, else half that disk's free "
+                                "space)"})
     platform.add_platform_flag(data, "data_dir", help="its files")
     data.add_argument("--windows", type=_INT, default=5, help="timed windows")
     data.add_argument("--window_batches", type=_INT, default=10)

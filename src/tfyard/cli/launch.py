@@ -7,8 +7,9 @@ import sys
 
 _LOCAL_EPILOG = """Each member runs COMMAND with its own TF_CONFIG on 127.0.0.1; output lines are
 prefixed with the member ([worker:1]). A member exiting 143 (preempted after saving)
-restarts the job without spending --max_restarts; SIGTERM to the launcher reaches every
-member, which get --grace_period s to save, then the launcher exits 143. Example:
+restarts the job without spending --max_restarts; one exiting 3 (paused at train's
+--pause_at_step) ends it with exit 3; SIGTERM to the launcher reaches every member, which
+get --grace_period s to save, then the launcher exits 143. Example:
   tfyard launch local --workers 2 -- tfyard train --model cifar_resnet20 --dataset digits"""
 
 _SPARK_EPILOG = """One Spark barrier stage of N tasks, ps first, then the chief, workers and the
@@ -100,7 +101,11 @@ def _policy(args):
 def _report(outcome, write) -> int:
     """The one final line, and the failed member's last lines unless they were the last
     ones printed (a bad flag is said once, not again here)."""
-    if outcome.returncode:
+    from tfyard.errors import PAUSED_EXIT_CODE
+
+    if outcome.returncode == PAUSED_EXIT_CODE:
+        print(f"tfyard: launch {outcome.message}", file=sys.stderr)
+    elif outcome.returncode:
         print("\n".join([f"tfyard: launch failed: {outcome.message}",
                          *write.unseen(outcome.tail)]), file=sys.stderr)
     return outcome.returncode

@@ -94,7 +94,7 @@ def register(commands) -> None:
                                "tune.png. A bucket prefix (s3://, gs://) takes --storage; its "
                                "trials are bucket runs, the trials' work dirs stay on this "
                                "machine, the summary and logs are uploaded; not with "
-                               "--scheduler pbt, --on ray or MLflow")
+                               "--scheduler pbt or --on ray")
     tune.set_defaults(func=_tune, train_argv=[])
 
 

@@ -8,7 +8,9 @@ are is `launch.roster`; their lines go through `launch.output`.
   Under parameter-server training a failed worker restarts alone while the chief carries on.
 - A member exiting with PREEMPTED_EXIT_CODE (143: it saved after a SIGTERM) restarts the
   job without spending a restart. One exiting LOST_PEER_EXIT_CODE (75) lost a peer: the peer
-  that went first is named, and the restart spends one credit for both.
+  that went first is named, and the restart spends one credit for both. One exiting
+  PAUSED_EXIT_CODE (3: it saved at the --pause_at_step a scheduler asked for) ends the job
+  with that code: a restart would resume there and stop at once again.
 - The evaluator is a side-car: when it fails it restarts alone (spending a restart), or,
   with none left, training goes on without it.
 - A member whose heartbeat file (tfyard.distribute.heartbeat) is older than --hang_timeout
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tfyard.distribute.cluster import ClusterConfig
-from tfyard.errors import LOST_PEER_EXIT_CODE, PREEMPTED_EXIT_CODE, UserError
+from tfyard.errors import LOST_PEER_EXIT_CODE, PAUSED_EXIT_CODE, PREEMPTED_EXIT_CODE, UserError
 from tfyard.launch.roster import Member, tf_configs
 
 SUSPEND_GAP_S = 5.0  # a longer pause of the watch loop: we were not running, judge later
@@ -99,6 +101,10 @@ class Failure:
     def preempted(self) -> bool:
         return self.code == PREEMPTED_EXIT_CODE
 
+    @property
+    def paused(self) -> bool:
+        return self.code == PAUSED_EXIT_CODE
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -115,6 +121,8 @@ class Outcome:
     @property
     def message(self) -> str:
         """One line; the failed member's last lines are in `tail`."""
+        if self.returncode == PAUSED_EXIT_CODE:
+            return "paused where --pause_at_step asked; rerun to go on"
         if self.failed is None:
             return "all members finished" if self.returncode == 0 else "stopped by a signal"
         what = self.what or f"failed with {describe_exit(self.member_code)}"
@@ -160,7 +168,9 @@ class Attempt:
         if code not in (None, 0):
             what = handle.lost or (
                 f"was preempted ({describe_exit(code)}: saved and stopped)"
-                if code == PREEMPTED_EXIT_CODE else f"failed with {describe_exit(code)}")
+                if code == PREEMPTED_EXIT_CODE else
+                f"paused ({describe_exit(code)}: saved at --pause_at_step)"
+                if code == PAUSED_EXIT_CODE else f"failed with {describe_exit(code)}")
             return Failure(member, code, what, tuple(handle.tail))
         timeout = self.policy.hang_timeout
         age = handle.heartbeat_age() if code is None and timeout else None
@@ -178,7 +188,7 @@ class Attempt:
         10 s and makes a healthy member exit 1 ("tasks are unhealthy"); the silent one is
         the cause, whatever --hang_timeout says.
         """
-        if failure.preempted or failure.what.startswith("froze"):
+        if failure.preempted or failure.paused or failure.what.startswith("froze"):
             return i, failure
         if failure.code == LOST_PEER_EXIT_CODE:  # a symptom: name the peer that went first
             for j, handle in enumerate(self.handles):
@@ -263,6 +273,9 @@ def supervise(members: Sequence[Member], backend: Backend, policy: Policy,
                 return Outcome(0, restarts=counts["restarts"],
                                preemptions=counts["preemptions"])
             write(f"tfyard: {failure.member.name} {failure.what}\n")
+            if failure.paused:   # as asked: every member stops at that step
+                return Outcome(PAUSED_EXIT_CODE, restarts=counts["restarts"],
+                               preemptions=counts["preemptions"])
             if failure.preempted:
                 counts["preemptions"] += 1
                 write("tfyard: restarting the job after a preemption "
@@ -310,7 +323,8 @@ def _replacer(attempt: Attempt, policy: Policy, counts: dict,
 
     def replace(i: int, failure: Failure) -> bool:
         evaluator = members[i].job == "evaluator"
-        if not evaluator and (not parameter_server or members[i].job != "worker"):
+        if failure.paused or not evaluator and (
+                not parameter_server or members[i].job != "worker"):
             return False
         if failure.preempted:
             counts["preemptions"] += 1

@@ -20,7 +20,7 @@ import logging
 import math
 from collections.abc import Callable
 
-from tfyard.errors import PREEMPTED, UserError
+from tfyard.errors import PAUSED, PREEMPTED, UserError
 from tfyard.train.controller import Action, RunState
 from tfyard.train.outside import preemption
 from tfyard.train.outside.console import Console
@@ -222,7 +222,7 @@ class PreemptionAction(Action):
     def on_start(self, state: RunState) -> None:
         preemption.running.set()
         if state.step == self.pause_at:   # resumed where it was to stop: stop there again
-            state.request_stop(PREEMPTED)
+            state.request_stop(PAUSED)
 
     def close(self) -> None:
         preemption.running.clear()
@@ -230,10 +230,10 @@ class PreemptionAction(Action):
     def on_chunk_end(self, state: RunState) -> None:
         asked = self.agree(self.flag())   # a collective: every member, every chunk
         if not state.finished and (asked or state.step == self.pause_at):
-            state.request_stop(PREEMPTED)
+            state.request_stop(PREEMPTED if asked else PAUSED)
 
     def on_end(self, state: RunState) -> None:
-        if state.stop_reason != PREEMPTED:
+        if state.stop_reason not in (PREEMPTED, PAUSED):
             return
         saved = state.outputs.get("checkpoint") or ""
         if not saved.endswith(f"ckpt-{state.step}"):  # not saved at a boundary this round

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 from tfyard import platform as platform_contract
 from tfyard import tracking
+from tfyard.data import formats
 from tfyard.distribute import heartbeat
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
-from tfyard.errors import PREEMPTED, UserError
+from tfyard.errors import PAUSED, PAUSED_EXIT_CODE, PREEMPTED, UserError
 from tfyard.process import envvars
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import RunDirectory, WorkDirectory
@@ -30,6 +31,7 @@ from tfyard.train.outside.console import configure_console
 from tfyard.train.rundir.bucket import published
 from tfyard.train.rundir.directory import STARTS, read_run, refuse_other_run, started
 from tfyard.train.rundir.lease import take_lease
+from tfyard.train.task import usercode
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
     from tfyard.train.build import Prepared
@@ -94,6 +96,9 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         if status:
             raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
         return None
+    named = options.dataset if data is None else data
+    if isinstance(named, str) and not usercode.is_reference(named):
+        formats.known(named)   # a mistyped dataset answers before TensorFlow is imported
     if plan.behaviour == "evaluate" and plat.output_url:
         raise UserError(f"--output_dir {plat.output_url}: an evaluator member cannot follow a "
                         "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
@@ -132,8 +137,10 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
                     peer_loss(cluster, plan.strategy, lambda: controller.state.step):
                 state = controller.run()
             summary = _finish(prepared, state)
-            if state.stop_reason == PREEMPTED:
+            if state.stop_reason in (PREEMPTED, PAUSED):
                 strategies.end_together()  # all-reduce members stopped at the same step
+                if state.stop_reason == PAUSED:
+                    _exit_paused(state.step)
                 preemption.exit_preempted(state.step)
             if tracker:
                 from tfyard.train.outside import tracked
@@ -141,6 +148,15 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
                 tracked.outputs(tracker, plat.output_dir)
         return summary
 
+
+
+def _exit_paused(step: int) -> None:
+    """The one line, then exit PAUSED_EXIT_CODE: stopped at --pause_at_step as a scheduler
+    asked (SystemExit: `finally` blocks and atexit still run)."""
+    log.info(f"tfyard: paused at step {step} as --pause_at_step asked; saved checkpoint "
+             f"ckpt-{step}; rerun with a later --pause_at_step, or none, to go on "
+             f"(exit {PAUSED_EXIT_CODE})")
+    raise SystemExit(PAUSED_EXIT_CODE)
 
 def _tracker(prepared: Prepared):
     """The chief's MLflow run when tracking is on (flags or MLflow's variables), else None;
@@ -339,8 +355,8 @@ def _finish(prepared: Prepared, state: RunState) -> dict:
         log.info(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
                  "training record(s) (`tfyard data inspect --verify` lists them)")
     write_json_atomic(RunDirectory(plat.output_dir).summary, summary)
-    if state.stop_reason == PREEMPTED:
-        return summary  # exit_preempted says so
+    if state.stop_reason in (PREEMPTED, PAUSED):
+        return summary  # exit_preempted or _exit_paused says so
     log.info(f"tfyard: done at step {state.step}; "
              + (f"validation {_headline(state.eval)}; " if state.eval else "")
              + (f"{summary['mean_images_per_sec']:.0f} images/sec; " if state.rates else "")

@@ -169,7 +169,8 @@ class RunOptions(_Checked):
                                              "checkpoint every N steps (always at epoch ends)")
     keep_checkpoints: int = opt(3, check=positive_int, group=RUN)
     pause_at_step: int | None = opt(None, check=positive_int, group=RUN, help="stop at step N "
-                                    "as a preempted run stops (a checkpoint at N, exit 143), "
+                                    "as a preempted run stops (a checkpoint at N), but exit 3, "
+                                    "which launchers end the job on instead of restarting it, "
                                     "so a scheduler can act between intervals (tune's PBT); "
                                     "the same command with a later N, or none, goes on")
     record_example_ids: bool = opt(False, group=RUN, help="debug: append the ids of the "

@@ -42,13 +42,13 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
                     scheduler=scheduler, pbt_interval=pbt_interval, seed=seed,
                     timeout=timeout, max_failures=max_failures, on=on, workers=workers)
     measured = studies.metric(metric)
-    ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member, scheduler)
+    ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member)
     train_argv = [str(flag) for flag in train_argv]
     shared, given = _train_options(train_argv)
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                 shared.mlflow_optional)
     if in_bucket(output_dir, "--output_dir"):
-        _check_bucket(output_dir, storage, scheduler, ray, tracked)
+        _check_bucket(output_dir, storage, scheduler, ray)
     params = read_space(space)
     both = sorted(given & {p.name for p in params})
     if both:
@@ -105,8 +105,7 @@ def _check_settings(**settings) -> None:
             raise UserError(f"--{name} {value!r}: give {rule}")
 
 
-def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray,
-                  tracked) -> None:
+def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray) -> None:
     """A study in a bucket: its trials are bucket runs written from this machine; what
     needs more than that is refused before any trial (a bucket that is missing or cannot be
     written too, once the cheap checks have passed)."""
@@ -115,9 +114,7 @@ def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray,
                         "can share; SQLite cannot live in a bucket)")
     for given, what in ((scheduler == "pbt", "--scheduler pbt (it hands checkpoints between "
                          "trials' local directories)"),
-                        (ray is not None, "--on ray (tune reads each trial's local copy)"),
-                        (tracked is not None, "MLflow tracking (--mlflow_uri or "
-                         "MLFLOW_TRACKING_URI)")):
+                        (ray is not None, "--on ray (tune reads each trial's local copy)")):
         if given:
             raise UserError(f"--output_dir in a bucket: {what} is not supported with a "
                             "bucket study yet; give a local --output_dir")

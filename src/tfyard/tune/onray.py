@@ -5,7 +5,8 @@ trials too. The search loop stays on this machine: it alone opens the study's st
 reads each trial's reports from its run directory, which the Ray workers write (a local
 DIR for a Ray on this machine; a shared file system across machines).
 A trial's launcher runs in the trial's process group, so pruning (SIGTERM) and a kill reach
-its actors as they reach a local trial's process."""
+its actors as they reach a local trial's process; a PBT trial's members stopping at their
+--pause_at_step end its launcher with the same exit code as a local trial's process."""
 
 from __future__ import annotations
 
@@ -65,8 +66,8 @@ class RayTrials:
             yield replace(self, address=address)
 
 
-def check(on: str, address: str | None, workers: int, cpus: float, gpus: float,
-          scheduler: str) -> RayTrials | None:
+def check(on: str, address: str | None, workers: int, cpus: float,
+          gpus: float) -> RayTrials | None:
     """The checked `--on` settings (`on` and `workers` already of their kinds): RayTrials
     for `--on ray`, None on this machine."""
     if on == "local":
@@ -77,9 +78,6 @@ def check(on: str, address: str | None, workers: int, cpus: float, gpus: float,
         if given:
             raise UserError(f"--{given[0]} is for --on ray; add --on ray or drop it")
         return None
-    if scheduler == "pbt":
-        raise UserError("--scheduler pbt runs on this machine only; drop --on ray or pick "
-                        "another --scheduler")
     from tfyard.launch.ray import Placement
 
     Placement(cpus, gpus)   # its refusals of the two numbers, before Ray starts

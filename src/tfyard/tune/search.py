@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 
-from tfyard.errors import PREEMPTED_EXIT_CODE, UserError
+from tfyard.errors import PAUSED_EXIT_CODE, UserError
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import LOGS
@@ -120,7 +120,7 @@ def _run(search: Search) -> dict:
             for number, trial in list(running.items()):
                 if trial.poll():
                     del running[number]
-                    if population and trial.proc.returncode == PREEMPTED_EXIT_CODE \
+                    if population and trial.proc.returncode == PAUSED_EXIT_CODE \
                             and not trial.pruned:   # stopped at its --pause_at_step
                         paused[number] = trial.value
                         continue
@@ -204,9 +204,9 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         params = pbt.values_now(left) if population else left.params
         run_dir = left.user_attrs["run_dir"]
         reported, verb = left.intermediate_values, "resumed"
-    if runs:
-        runs.child(trial, run_dir, params)
     work_dir = place.work_dir(trial.number)
+    if runs:
+        runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
     command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
     if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length

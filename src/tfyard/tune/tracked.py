@@ -53,11 +53,13 @@ class StudyRuns:
         print(f"tune: {parent.where}", flush=True)
         return cls(parent, study)
 
-    def child(self, trial, run_dir: str, params: dict) -> None:
-        """The trial's child run (created at its first start), named in its run.json."""
-        self._quietly("did not take a trial's run", self._child, trial, run_dir, params)
+    def child(self, trial, run_dir: str, params: dict, copy: str) -> None:
+        """The trial's child run (created at its first start), named in its run.json in
+        `copy`, where train reads it: `run_dir` itself, or a bucket run's local copy (which
+        train makes one with the bucket before it starts)."""
+        self._quietly("did not take a trial's run", self._child, trial, run_dir, params, copy)
 
-    def _child(self, trial, run_dir: str, params: dict) -> None:
+    def _child(self, trial, run_dir: str, params: dict, copy: str) -> None:
         run_id = trial.user_attrs.get(CHILD)
         if run_id is None:
             run = created(self.mlflow, self.settings, f"{trial.study.study_name}-"
@@ -67,11 +69,11 @@ class StudyRuns:
             run_id = run.info.run_id
             log_params(self.mlflow, run_id, params)
             trial.set_user_attr(CHILD, run_id)
-        run = RunDirectory(run_dir)
+        run = RunDirectory(copy)
         record = json.loads(run.files.read_whole(run.run_file)) \
             if run.files.has(run.run_file) else {}
         if CHILD not in record:
-            run.files.make_directory(run_dir)
+            run.files.make_directory(copy)
             run.files.write_whole(run.run_file, json.dumps({**record, CHILD: run_id}) + "\n")
 
     def ended(self, study, number: int, metric: str) -> None:

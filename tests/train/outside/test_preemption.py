@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tests.train.toy import toy_trainer
-from tfyard.errors import PREEMPTED
+from tfyard.errors import PAUSED, PREEMPTED
 from tfyard.train.actions import CheckpointAction, PreemptionAction
 from tfyard.train.controller import Callback, Controller
 from tfyard.train.outside import preemption
@@ -52,12 +52,13 @@ def test_preempted_at_a_boundary_saves_once(tmp_path):
 
 
 def test_a_pause_stops_at_its_step_mid_chunk_and_at_once_on_a_rerun_there(tmp_path):
-    """--pause_at_step (tune's PBT): a stop as a preemption's, at the step asked."""
+    """--pause_at_step (tune's PBT): a stop as a preemption's (saved there), at the step asked,
+    told apart from one (launchers restart a preempted job, not a paused one)."""
     for pause_at, start in ((7, 0), (7, 7), (13, 7)):   # chunks of 2 steps: 7 cuts one
         run, _ = controller(tmp_path, pause_at=pause_at)
         state = run.run()
         assert (run.state.start_step, state.step, state.stop_reason) == (start, pause_at,
-                                                                          PREEMPTED)
+                                                                          PAUSED)
         assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{pause_at}")
 
 

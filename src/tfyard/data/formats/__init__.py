@@ -18,7 +18,7 @@ from tfyard.data.formats.base import DatasetInfo, Record
 from tfyard.errors import UserError
 
 __all__ = ["ALIASES", "DATASETS", "REGISTRY", "DatasetInfo", "Format", "Record", "canonical",
-           "reader", "streamed"]
+           "known", "reader", "streamed"]
 
 # dataset name -> the module in this package that reads it; one key per dataset format
 REGISTRY = {
@@ -58,14 +58,20 @@ class Format(Protocol):
              **options: Any) -> Iterator[Record]: ...
 
 
-def reader(name: str) -> Format:
-    """The format for dataset `name`, or a UserError listing the known names."""
+def known(name: str) -> str:
+    """The canonical name of dataset `name`, or a UserError listing the known names; imports
+    nothing, so a mistyped name answers before TensorFlow loads."""
     name = canonical(name)
     if name not in REGISTRY:
         close = difflib.get_close_matches(name, DATASETS, n=len(DATASETS), cutoff=0.3)
-        known = close + [n for n in DATASETS if n not in close]
-        raise UserError(f"unknown dataset {name!r}; use one of: {', '.join(known)}")
-    module = importlib.import_module(f"{__name__}.{REGISTRY[name]}")
+        names = close + [n for n in DATASETS if n not in close]
+        raise UserError(f"unknown dataset {name!r}; use one of: {', '.join(names)}")
+    return name
+
+
+def reader(name: str) -> Format:
+    """The format for dataset `name`, or a UserError listing the known names."""
+    module = importlib.import_module(f"{__name__}.{REGISTRY[known(name)]}")
     assert isinstance(module, Format), f"{module.__name__} does not implement Format"
     return module
 
