@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import shared_servers
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The suite trains on the CPU; the GPU slice (tests/gpu) gives its children the devices the
 # suite was started with.
@@ -143,13 +145,25 @@ def ray_address():
 
 @pytest.fixture(scope="session")
 def mlflow_uri(tmp_path_factory):
-    """One tracking server (`tests.tracking.conftest.mlflow_server`) for all of a session's
-    tests, whatever their directory (each works in its own experiment): defined here, not
-    imported into each module that tracks, since each import would start its own."""
-    from tests.tracking.conftest import mlflow_server
+    """One tracking server (`tests.tracking.conftest.mlflow_server`) for all of a run's
+    tests, whatever their directory and xdist worker (`tests.shared_servers`; each test
+    works in its own experiment): defined here, not imported into each module that tracks,
+    since each import would start its own."""
+    from tests.tracking.conftest import mlflow_server, shared_mlflow_server
 
+    if shared_servers.under_xdist():
+        yield shared_servers.shared(tmp_path_factory, "mlflow", shared_mlflow_server)
+        return
     with mlflow_server(tmp_path_factory.mktemp("mlflow")) as url:
         yield url
+
+
+def pytest_sessionfinish(session):
+    """The controller of an xdist run stops the servers its workers shared, once all are
+    done."""
+    config = session.config
+    if config.pluginmanager.hasplugin("dsession"):   # xdist's, in the controller alone
+        shared_servers.stop_all(config._tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture

@@ -3,7 +3,11 @@ a binaryFile DataFrame and `tfyard predict --on spark` give local predict's clas
 broken file contained, each Python worker loading the model once for every batch and both
 jobs; `--on_error fail` is one line naming the file; every format and every edge item
 (a null cell, a vanished file, the edge tree) gives local predict's rows; a worker's refusal
-and workers without tfyard are one line."""
+and workers without tfyard are one line.
+
+The session's jobs run one after another, those that fail a task last (Spark drops a Python
+worker whose task failed, and the next job's new one would import TensorFlow and load the
+model again), then the fresh processes."""
 
 from __future__ import annotations
 
@@ -82,26 +86,6 @@ def test_images_in_a_bucket_are_scored_into_a_bucket(spark, run, few, local_clas
     same_as_local(rows, local_classes)
 
 
-def test_on_error_fail_names_the_file_in_one_line(spark, run, few, tmp_path, capsys):
-    out = tmp_path / "rows"
-    assert main(["predict", "--output_dir", str(run), str(few), "--on", "spark",
-                 "--on_error", "fail", "--output", str(out)]) == 2
-    error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error.startswith(f"tfyard: error: {few}/broken.jpg: cannot decode")
-    assert not out.exists() and not list(Path(tmp_path).glob(".rows.tmp-*"))
-
-
-def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.VERBOSE_ENV)}
-    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir", str(run),
-                           str(few), "--on", "spark", "--workers", "1", "--output",
-                           str(tmp_path / "rows")],   # one worker: one TensorFlow to start
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
-    assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr
-
-
 def test_every_format_and_edge_item_gives_local_rows(spark, run, edges, edge_rows, tmp_path):
     import tfyard.spark
 
@@ -119,6 +103,15 @@ def test_every_format_and_edge_item_gives_local_rows(spark, run, edges, edge_row
         ("a.jpg", "no image (the cell is null)"), ("b.jpg", "cannot decode: it is empty (0 bytes)")]
 
 
+def test_on_error_fail_names_the_file_in_one_line(spark, run, few, tmp_path, capsys):
+    out = tmp_path / "rows"
+    assert main(["predict", "--output_dir", str(run), str(few), "--on", "spark",
+                 "--on_error", "fail", "--output", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"tfyard: error: {few}/broken.jpg: cannot decode")
+    assert not out.exists() and not list(Path(tmp_path).glob(".rows.tmp-*"))
+
+
 def test_workers_without_tfyard_are_one_line(spark, run, tmp_path, monkeypatch):
     import tfyard.spark
     from tfyard.errors import UserError
@@ -131,6 +124,17 @@ def test_workers_without_tfyard_are_one_line(spark, run, tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"^Spark's Python workers \(.*python\) cannot import "
                                         r"tfyard; set spark.pyspark.python \(or PYSPARK_PYTHON\)"):
         tfyard.spark.predict(frame, run)
+
+
+def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.VERBOSE_ENV)}
+    done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir", str(run),
+                           str(few), "--on", "spark", "--workers", "1", "--output",
+                           str(tmp_path / "rows")],   # one worker: one TensorFlow to start
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
+    assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr
 
 
 def test_a_workers_refusal_is_one_line_in_a_fresh_process(old_export, few, tmp_path):

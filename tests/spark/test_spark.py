@@ -1,7 +1,7 @@
 """Real Spark: barrier stages in local mode (a PS job through the Python API, each of the
-user's own models through tfyard.fit, a failing member through the CLI) and the classic
-example spark-submitted to a standalone master + worker on 127.0.0.1 as a two-member
-MultiWorkerMirrored job."""
+user's own models through tfyard.fit, a stage retried on the module's session, a failing
+member through the CLI) and the classic example spark-submitted to a standalone master +
+worker on 127.0.0.1 as a two-member MultiWorkerMirrored job."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def sc():
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # main_funs live here
     cloudpickle.register_pickle_by_value(helpers)                # and there
-    with spark_context("local[3]", ["spark.ui.enabled=false"]) as context:
+    # 3 task slots, each task tried twice (spark.task.maxFailures 2): the retried stage below
+    with spark_context("local[3,2]", ["spark.ui.enabled=false"]) as context:
         context.setLogLevel("ERROR")
         yield context
 
@@ -106,6 +107,23 @@ def test_servers_that_never_exit_are_stopped_once_the_chief_is_done(sc, tmp_path
     assert len(pids) == 3 and not any(alive(p) for ps in pids.values() for p in ps)
 
 
+def test_a_retried_barrier_stage_starts_every_member_again(sc, tmp_path):
+    """A member exiting 143 (preempted, saved) fails its task; with spark.task.maxFailures 2
+    (the module's local[3,2]) Spark relaunches the whole barrier stage and every member
+    starts again, which for `tfyard train` means resuming from the latest checkpoint. On the
+    module's session: a fresh driver is not the point (the CLI's is the failing member's)."""
+    from tfyard.launch.spark import run_command
+
+    lines = []
+    run_command(sc, program("preemptible.py", "--pid_dir", tmp_path, "--preempt_once",
+                            "worker:0", "--run_s", 3), num_executors=2, write=lines.append)
+    text = "".join(lines)
+    assert "[worker:0] worker:0: preempted" in text, text
+    pids = recorded_pids(tmp_path)
+    assert [len(pids[m]) for m in ("chief:0", "worker:0")] == [2, 2]  # two stage attempts
+    assert "[chief:0] chief:0: done" in text
+
+
 def test_a_failing_member_fails_the_stage_with_its_error(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tfyard", "launch", "spark", "--master", "local[3]",
@@ -129,23 +147,6 @@ def test_a_failing_member_fails_the_stage_with_its_error(tmp_path):
     while any(alive(p) for ps in pids.values() for p in ps):
         assert time.monotonic() < deadline, pids
         time.sleep(0.2)
-
-
-def test_a_retried_barrier_stage_starts_every_member_again(tmp_path):
-    """A member exiting 143 (preempted, saved) fails its task; with spark.task.maxFailures 2
-    (local[N,2]) Spark relaunches the whole barrier stage and every member starts again,
-    which for `tfyard train` means resuming from the latest checkpoint."""
-    result = subprocess.run(
-        [sys.executable, "-m", "tfyard", "launch", "spark", "--master", "local[2,2]",
-         "--num_executors", "2", "--conf", "spark.ui.enabled=false", "--",
-         *program("preemptible.py", "--pid_dir", tmp_path, "--preempt_once", "worker:0",
-                  "--run_s", 3)],
-        capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "[worker:0] worker:0: preempted" in result.stdout
-    pids = recorded_pids(tmp_path)
-    assert [len(pids[m]) for m in ("chief:0", "worker:0")] == [2, 2]  # two stage attempts
-    assert "[chief:0] chief:0: done" in result.stdout
 
 
 def _spark_class(name, *args, log, env):

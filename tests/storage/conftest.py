@@ -39,21 +39,27 @@ def moto_server(**env):
         yield url
 
 
-@contextlib.contextmanager
-def serving(command: list[str], port: int, env=None, stop: int = signal.SIGTERM):
-    """The server `command` started, listening on the loopback `port`, its URL while the
-    block runs; then `stop` sent to its process group."""
+def start_server(command: list[str], port: int, env=None) -> subprocess.Popen:
+    """The server `command` started in a session of its own, once it listens on the loopback
+    `port`."""
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, **(env or {})}, start_new_session=True)
     deadline = time.monotonic() + 180   # a loaded machine starts an MLflow server slowly
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return server
         except OSError:
             assert server.poll() is None and time.monotonic() < deadline, \
                 f"{command} did not start"
             time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int, env=None, stop: int = signal.SIGTERM):
+    """The server `command` started, listening on the loopback `port`, its URL while the
+    block runs; then `stop` sent to its process group."""
+    server = start_server(command, port, env)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:   # the whole group: a server's workers (gunicorn's, say) outlive their parent

@@ -1,8 +1,9 @@
 """The bounded cache of a bucket's data (`storage.stream`) on its own, against a real S3
 server, without training: an object changed mid-run is one line, in the reader's thread and
 through a tf.data pipeline alike; a set `data convert` wrote is counted from its index, no
-shard fetched; two processes reading one prefix into one work dir share the limit; a run
-that cannot stream (parameter servers) is refused a set larger than the limit."""
+shard fetched; a seeded epoch of a set five times the limit fetches each shard once; two
+processes reading one prefix into one work dir share the limit; a run that cannot stream
+(parameter servers) is refused a set larger than the limit."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.data.helpers import write_records
+from tests.data.helpers import write_imagenet, write_records
 from tests.storage.conftest import upload
 from tfyard.errors import UserError
 from tfyard.storage import location, sharing, stream
@@ -85,6 +86,25 @@ def test_a_converted_set_is_counted_from_its_index(s3, tmp_path):
     local = shards_of("imagenet", str(data), "train")
     write_records(local[0], [b"x"] * 3)
     assert record_counts(local) == [3, 2, 2, 2] and (data / INDEX_FILE).exists()
+
+
+def test_a_seeded_epoch_fetches_each_shard_once(s3, tmp_path):
+    from tfyard.data import build_dataset
+    from tfyard.data.formats.framing import INDEX_FILE, write_index
+
+    data = tmp_path / "data"
+    write_imagenet(data, {"train": [[1, 2]] * 20})
+    write_index(str(data), {path.name: 2 for path in data.iterdir()})
+    upload(s3, data, "epoch", "set")
+    sizes = {path.name: path.stat().st_size for path in data.iterdir()}
+    shards = sum(size for name, size in sizes.items() if name != INDEX_FILE)
+    work = tmp_path / "work"
+    root = cached("s3://epoch/set", work, sum(sizes.values()) // 5)
+    batches = build_dataset("imagenet", "train", root, batch_size=4, image_size=16, seed=7,
+                            repeat=False, cache_dir=str(work))
+    assert sum(int(labels.shape[0]) for _, labels in batches) == 40
+    # every shard was read from an empty cache, so each was fetched once: no second pass
+    assert stream.figures(str(work))[0]["fetched"] == shards
 
 
 # A second member on the node: reads the 8 shards of s3://shared/set through the cache of

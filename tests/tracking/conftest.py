@@ -14,7 +14,29 @@ import urllib.request
 
 import pytest
 
-from tests.storage.conftest import free_port, serving
+from tests.storage.conftest import free_port, serving, start_server
+
+
+def mlflow_command(root, port: int) -> list[str]:
+    """`mlflow server` on the loopback `port`, keeping its runs under `root`."""
+    return [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
+            str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/runs.db",
+            "--artifacts-destination", str(root / "artifacts"),
+            # the Default experiment's artifacts too (else `./mlruns`, which a client
+            # resolves in its own working directory: the checkout)
+            "--default-artifact-root", str(root / "artifacts")]
+
+
+# MLflow 3's job runner (eight more processes, ~15 s of CPU to start) serves features tfyard
+# never asks for
+MLFLOW_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
+def until_it_answers(url: str) -> None:
+    """Its port opens before its worker has imported MLflow's app (seconds, tens of seconds
+    on a loaded machine): a request before then waits past a client's timeout."""
+    wait_for(lambda: _answers(f"{url}/api/2.0/mlflow/experiments/get-by-name"
+                              "?experiment_name=Default"), timeout=180)
 
 
 @contextlib.contextmanager
@@ -23,20 +45,24 @@ def mlflow_server(root, port: int | None = None, stop: int = signal.SIGTERM):
     `port` is the same server again); its URL while the block runs, then `stop` sent."""
     pytest.importorskip("mlflow.server")
     port = port or free_port()
-    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
-               str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/runs.db",
-               "--artifacts-destination", str(root / "artifacts"),
-               # the Default experiment's artifacts too (else `./mlruns`, which a client
-               # resolves in its own working directory: the checkout)
-               "--default-artifact-root", str(root / "artifacts")]
-    # MLflow 3's job runner (eight more processes, ~15 s of CPU to start) serves features
-    # tfyard never asks for
-    with serving(command, port, {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stop) as url:
-        # its port opens before its worker has imported MLflow's app (seconds, tens of
-        # seconds on a loaded machine): a request before then waits past a client's timeout
-        wait_for(lambda: _answers(f"{url}/api/2.0/mlflow/experiments/get-by-name"
-                                  "?experiment_name=Default"), timeout=180)
+    with serving(mlflow_command(root, port), port, MLFLOW_ENV, stop) as url:
+        until_it_answers(url)
         yield url
+
+
+def shared_mlflow_server(root) -> tuple[str, int]:
+    """`mlflow server` under `root` for every xdist worker (`tests.shared_servers`): its URL
+    and process group, once it answers."""
+    pytest.importorskip("mlflow.server")
+    port = free_port()
+    server = start_server(mlflow_command(root, port), port, MLFLOW_ENV)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        until_it_answers(url)
+    except BaseException:
+        os.killpg(server.pid, signal.SIGTERM)
+        raise
+    return url, server.pid
 
 
 def runs(uri: str, experiment: str) -> list:
