@@ -197,3 +197,25 @@ def test_mirrored_replicas_concatenate_to_the_global_batch(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [True] * 4
+
+
+def test_every_seed_and_epoch_draws_a_real_shuffle():
+    """A seed at the epoch of its own number kept most of 40 shards in place, and seeds or
+    epochs 256 apart drew the same order (TensorFlow's index shuffle reads a key word's low
+    8 bits on small sets, and permutes weakly when its first and third words match)."""
+    from tfyard.data.order import permute
+
+    def order(seed, epoch, size=40, salt=2):
+        drawn = permute(tf.range(size), seed, salt, epoch, size).numpy()
+        assert sorted(drawn) == list(range(size))
+        return drawn
+
+    for seed in range(8):
+        for size in (40, 1797):
+            drawn = order(seed, seed, size)
+            assert abs(np.corrcoef(drawn, np.arange(size))[0, 1]) < 0.35, (seed, size)
+            assert (drawn == np.arange(size)).sum() <= 4, (seed, size)
+        assert not np.array_equal(order(seed, 0), order(seed + 256, 0))
+        assert not np.array_equal(order(seed, 0), order(seed, 256))
+        # a TFRecord window's order: (epoch << 32) + window, the epoch in its high bits
+        assert not np.array_equal(order(seed, 5, salt=3), order(seed, (1 << 32) + 5, salt=3))
