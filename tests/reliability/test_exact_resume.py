@@ -7,7 +7,7 @@ that gets a real SIGKILL; the one-device unbroken run and resume go through the 
 in the test's process (same thread pools: the resume would warn otherwise), the mirrored
 ones in fresh processes (the CPU is split into replicas before TensorFlow starts). The
 all-reduce case across two processes is
-`test_faults.py::test_killed_all_reduce_member_resumes_and_finishes`.
+`test_faults.py::test_a_frozen_then_a_killed_all_reduce_member_each_restart_the_job_exactly`.
 """
 
 from __future__ import annotations

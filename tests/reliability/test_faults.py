@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import time
 
 import pytest
 
@@ -21,9 +23,12 @@ from tests.train.test_clusters import ASYNC
 
 pytestmark = pytest.mark.cluster
 # With --seed a resumed all-reduce job must end with the weights of an unbroken one, bit for
-# bit (issue 14), so a short run is enough: kills land after step 10, and the 70 steps after
-# it (across the epoch boundary at 46) leave room for a loaded machine to kill before the end.
-STEPS = ["--train_steps", "80", "--checkpoint_every_steps", "10"]
+# bit (issue 14), so a short run is enough: the first fault lands after step 10, the second
+# 10 steps or more after the first, and the steps after each (across the epoch boundaries at
+# 46 and 92) leave room for a loaded machine to act before the end.
+STEPS_TO, EPOCH_ENDS = 120, (46, 92)
+STEPS = ["--train_steps", str(STEPS_TO), "--checkpoint_every_steps", "10"]
+HANG_TIMEOUT = 5  # below the 10 s after which TensorFlow itself gives up on a silent peer
 
 
 def kill_after_checkpoint(proc, output_dir, task_type, index, at_least=30):
@@ -52,34 +57,61 @@ def unkilled(tmp_path_factory, digits_work):
     return read_json(out / "summary.json")
 
 
-def test_killed_all_reduce_member_resumes_and_finishes(tmp_path, digits_work, unkilled):
-    victim, name = ("worker", 1), unkilled["model"].rpartition(":")[2]
-    proc = start_job(tmp_path, digits_work, ["--workers", "2"], *STEPS, *user_model(name))
-    wait_for(lambda: member_pid(proc.pid, "worker", 0) is not None, proc)
-    survivor = member_pid(proc.pid, "worker", 0)   # of the first attempt: no restart yet
-    killed_at = kill_after_checkpoint(proc, tmp_path, *victim, at_least=10)
-    output = proc.communicate(timeout=600)[0]
-    launcher = "\n".join(line for line in output.splitlines() if line.startswith("tfyard:"))
+def test_a_frozen_then_a_killed_all_reduce_member_each_restart_the_job_exactly(
+        tmp_path, digits_work, unkilled):
+    """worker:1 SIGSTOPped: the other worker, blocked in the all-reduce, keeps beating
+    (TensorFlow releases the GIL in collectives), the stopped one does not, so the launcher
+    names it within --hang_timeout, kills it and restarts the job from its checkpoint. Then
+    the restarted worker:1 SIGKILLed: named with its signal, the job restarted again; the
+    survivor says so in at most one line. The run ends with the unkilled run's weights."""
+    name = unkilled["model"].rpartition(":")[2]
+    proc = start_job(tmp_path, digits_work, ["--workers", "2", "--hang_timeout",
+                                             str(HANG_TIMEOUT)], *STEPS, *user_model(name),
+                     max_restarts=2)
+    wait_for(lambda: latest_checkpoint_step(tmp_path) >= 10
+             and None not in (member_pid(proc.pid, "worker", 0),
+                              member_pid(proc.pid, "worker", 1)), proc)
+    stopped_at = latest_checkpoint_step(tmp_path)
+    first = member_pid(proc.pid, "worker", 0), member_pid(proc.pid, "worker", 1)
+    os.kill(first[1], signal.SIGSTOP)
+    stopped = time.monotonic()
+    lines = []
+    for line in proc.stdout:  # the launcher's own lines come as they happen
+        lines.append(line)
+        if "froze" in line:
+            break
+    found_after = time.monotonic() - stopped
+    killed_at = kill_after_checkpoint(proc, tmp_path, "worker", 1, at_least=stopped_at + 10)
+    # read() and not communicate(): communicate polls the pipe itself and would lose what
+    # the loop above has already buffered (the restart line often comes in the same read)
+    output = "".join(lines) + proc.stdout.read()
+    proc.wait(timeout=600)
     assert proc.returncode == 0, output[-4000:]
-    assert f"{victim[0]}:{victim[1]} failed with signal SIGKILL" in launcher, launcher
-    assert "tfyard: restarting the job (1/1)" in launcher, launcher   # the whole job, once
-    assert not alive(survivor)   # the killed attempt's survivor was stopped, not orphaned
-    warnings = [line for line in output.splitlines()   # a compiled model's own is expected
+    frozen, _, killed = output.partition("tfyard: restarting the job (1/2)\n")
+    assert re.search(rf"tfyard: worker:1 froze: no heartbeat for \d+s \(--hang_timeout "
+                     rf"{HANG_TIMEOUT}\); killed it\n$", frozen), output[-4000:]
+    assert "worker:0 froze" not in output  # blocked in the all-reduce, yet beating
+    assert HANG_TIMEOUT - 1 <= found_after <= HANG_TIMEOUT + 5, found_after
+    assert not any(map(alive, first))   # the first attempt's members stopped, not orphaned
+    launcher = "\n".join(line for line in killed.splitlines() if line.startswith("tfyard:"))
+    assert "worker:1 failed with signal SIGKILL" in launcher, launcher
+    assert "tfyard: restarting the job (2/2)" in launcher, launcher   # the whole job again
+    warnings = [line for line in killed.splitlines()   # a compiled model's own is expected
                 if "warning" in line and "the model is compiled" not in line]
-    assert not warnings, output[-4000:]
+    assert not warnings, killed[-4000:]
     # the survivor says it in (at most) one line, no traceback (issue 43)
-    assert "Traceback" not in output and "CollectiveReduce" not in output, output[-4000:]
-    survivor = [line for line in output.splitlines() if line.startswith("[worker:0]")
-                and ("lost" in line or "rror" in line or "abort" in line)]
-    assert len(survivor) <= 1, survivor
+    assert "Traceback" not in killed and "CollectiveReduce" not in killed, killed[-4000:]
+    said = [line for line in killed.splitlines() if line.startswith("[worker:0]")
+            and ("lost" in line or "rror" in line or "abort" in line)]
+    assert len(said) <= 1, said
     assert all(line.startswith("[worker:0] tfyard: error: lost worker:1 (127.0.0.1:")
-               for line in survivor), survivor
+               for line in said), said
     summary = read_json(tmp_path / "summary.json")
-    assert summary["final_step"] == 80 and summary["model"] == unkilled["model"]
+    assert summary["final_step"] == STEPS_TO and summary["model"] == unkilled["model"]
     assert (summary["strategy"], summary["replicas"]) == ("multi_worker_mirrored", 2)
-    assert killed_at <= summary["resumed_from_step"] < 80
-    # a checkpoint (every 10 steps, and the epoch's end at 46): at most one interval lost
-    assert summary["resumed_from_step"] in {*range(10, 80, 10), 46}
+    assert stopped_at < killed_at <= summary["resumed_from_step"] < STEPS_TO
+    # a checkpoint (every 10 steps, and each epoch's end): at most one interval lost
+    assert summary["resumed_from_step"] in {*range(10, STEPS_TO, 10), *EPOCH_ENDS}
     # exact resume: the weights of the unbroken run, so its evaluation too
     assert summary["weights_digest"] == unkilled["weights_digest"]
     assert summary["eval"] == unkilled["eval"]
