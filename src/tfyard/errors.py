@@ -22,8 +22,10 @@ PREEMPTED = "preempted"  # the stop reason in RunState and summary.json
 
 # A run that stopped where its --pause_at_step asked (tune's PBT), saved there: it ended as
 # told, so launchers end the job with it instead of restarting it (a restart would resume at
-# that step and stop there again); the scheduler that asked goes on from the checkpoint.
-PAUSED_EXIT_CODE = 3
+# that step and stop there again); the scheduler that asked goes on from the checkpoint. One
+# past sysexits.h's range (64-78): a code programs rarely give their own failures, which the
+# launchers must still take for failures (a member's exit 3 is one).
+PAUSED_EXIT_CODE = 79
 PAUSED = "paused"  # the stop reason in RunState and summary.json
 
 # A member that lost a peer (an all-reduce member, a parameter server, the chief) and cannot

@@ -68,10 +68,10 @@ def _all_gone(pids: dict[str, list[int]], timeout: float = 10) -> bool:
 def test_a_failing_member_stops_the_others_and_is_named(tmp_path):
     started = time.monotonic()
     proc = launch("local", "--workers", 2, "--chief", "--evaluator", "--grace", 2, "--",
-                  *program("member.py", "--pid_dir", tmp_path, "--exit", "worker:1:4"))
+                  *program("member.py", "--pid_dir", tmp_path, "--exit", "worker:1:3"))
     out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 4, out  # not 3: PAUSED_EXIT_CODE
-    assert "worker:1 failed with exit code 4" in out
+    assert proc.returncode == 3, out  # a program's own code: a failure, not a pause
+    assert "worker:1 failed with exit code 3" in out
     assert "[worker:1] worker:1 fails on purpose" in out
     assert "[chief:0] hello from chief:0" in out
     pids = recorded_pids(tmp_path)

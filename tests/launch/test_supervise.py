@@ -77,9 +77,9 @@ def test_a_pause_ends_the_job_with_its_code_where_a_preemption_restarts_it():
     and stop at once again, forever; a preempted job restarts without spending a credit."""
     outcome, text = run(roster(2), {"worker:0": [(PAUSED_EXIT_CODE, 0.05)],
                                     "worker:1": [(PAUSED_EXIT_CODE, 0.05)]}, max_restarts=3)
-    assert (outcome.returncode, outcome.restarts, outcome.failed) == (3, 0, None), text
+    assert (outcome.returncode, outcome.restarts, outcome.failed) == (79, 0, None), text
     assert outcome.message == "paused where --pause_at_step asked; rerun to go on"
-    assert text == "tfyard: worker:0 paused (exit code 3: saved at --pause_at_step)\n"
+    assert text == "tfyard: worker:0 paused (exit code 79: saved at --pause_at_step)\n"
     outcome, text = run(roster(2), {"worker:0": [(PREEMPTED_EXIT_CODE, 0.05), (0, 0.05)],
                                     "worker:1": [(None, 0), (0, 0.05)]})
     assert (outcome.returncode, outcome.restarts, outcome.preemptions) == (0, 0, 1), text

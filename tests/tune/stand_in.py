@@ -2,7 +2,7 @@
 second. It reads --output_dir, --learning_rate, --epochs, --eval_every_epochs and
 --pause_at_step, writes eval reports to metrics.jsonl (top1 grows fastest at learning_rate
 0.1) and, like train, keeps its state (step, top1) in checkpoints/ at each report and resumes
-from it, stops at --pause_at_step with exit 3 (at once when resumed there), saves and
+from it, stops at --pause_at_step with exit 79 (at once when resumed there), saves and
 exits 143 on SIGTERM; as one member of several (TF_CONFIG), only worker 0 writes the run, as
 train's chief does. An --output_dir in a bucket is written, as train writes it, to its local
 copy under --work_dir (`storage.run_copy`), uploaded when its steps end, however they end.
@@ -56,7 +56,7 @@ path = os.path.join(args.output_dir, "metrics.jsonl")
 saved = os.path.join(args.output_dir, "checkpoints", "state.json")
 state = json.load(open(saved)) if os.path.exists(saved) else {"step": 0, "top1": 0.0}
 if state["step"] == args.pause_at_step:   # resumed where it was to stop, as train does
-    sys.exit(3)
+    sys.exit(79)
 every = round(args.eval_every_epochs * STEPS_PER_EPOCH)
 last = round(args.epochs * STEPS_PER_EPOCH)
 gain = (1.0 - abs(math.log10(args.learning_rate) + 1.0) / 4) * every / last
@@ -73,6 +73,6 @@ with published, open(path, "a") as stream:
         os.replace(saved + ".tmp", saved)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         if step == args.pause_at_step:
-            sys.exit(3)
+            sys.exit(79)
 print(f"stand-in: done at step {last}, TF_NUM_INTRAOP_THREADS="
       f"{os.environ.get('TF_NUM_INTRAOP_THREADS')}")

@@ -7,8 +7,8 @@ import sys
 
 _LOCAL_EPILOG = """Each member runs COMMAND with its own TF_CONFIG on 127.0.0.1; output lines are
 prefixed with the member ([worker:1]). A member exiting 143 (preempted after saving)
-restarts the job without spending --max_restarts; one exiting 3 (paused at train's
---pause_at_step) ends it with exit 3; SIGTERM to the launcher reaches every member, which
+restarts the job without spending --max_restarts; one exiting 79 (paused at train's
+--pause_at_step) ends it with exit 79; SIGTERM to the launcher reaches every member, which
 get --grace_period s to save, then the launcher exits 143. Example:
   tfyard launch local --workers 2 -- tfyard train --model cifar_resnet20 --dataset digits"""
 

@@ -9,7 +9,7 @@ are is `launch.roster`; their lines go through `launch.output`.
 - A member exiting with PREEMPTED_EXIT_CODE (143: it saved after a SIGTERM) restarts the
   job without spending a restart. One exiting LOST_PEER_EXIT_CODE (75) lost a peer: the peer
   that went first is named, and the restart spends one credit for both. One exiting
-  PAUSED_EXIT_CODE (3: it saved at the --pause_at_step a scheduler asked for) ends the job
+  PAUSED_EXIT_CODE (79: it saved at the --pause_at_step a scheduler asked for) ends the job
   with that code: a restart would resume there and stop at once again.
 - The evaluator is a side-car: when it fails it restarts alone (spending a restart), or,
   with none left, training goes on without it.

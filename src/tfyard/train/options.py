@@ -169,7 +169,7 @@ class RunOptions(_Checked):
                                              "checkpoint every N steps (always at epoch ends)")
     keep_checkpoints: int = opt(3, check=positive_int, group=RUN)
     pause_at_step: int | None = opt(None, check=positive_int, group=RUN, help="stop at step N "
-                                    "as a preempted run stops (a checkpoint at N), but exit 3, "
+                                    "as a preempted run stops (a checkpoint at N), but exit 79, "
                                     "which launchers end the job on instead of restarting it, "
                                     "so a scheduler can act between intervals (tune's PBT); "
                                     "the same command with a later N, or none, goes on")

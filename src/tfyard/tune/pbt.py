@@ -2,7 +2,7 @@
 checkpoints: neither Optuna nor Keras has PBT.
 
 The population is --parallel trials, each an ordinary run that stops at every --pbt_interval
-steps (train's --pause_at_step: a checkpoint there, exit 3). When all have stopped, each
+steps (train's --pause_at_step: a checkpoint there, exit 79). When all have stopped, each
 trial of the bottom quarter (at least one) takes a top-quarter trial's checkpoint (weights,
 optimizer state, step, random states: its checkpoints/ copied whole) and that trial's values,
 each perturbed by x0.8 or x1.2 within the space's range; then all go on to the next
