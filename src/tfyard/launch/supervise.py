@@ -323,8 +323,8 @@ def _replacer(attempt: Attempt, policy: Policy, counts: dict,
 
     def replace(i: int, failure: Failure) -> bool:
         evaluator = members[i].job == "evaluator"
-        if failure.paused or not evaluator and (
-                not parameter_server or members[i].job != "worker"):
+        alone = evaluator or (parameter_server and members[i].job == "worker")
+        if failure.paused or not alone:
             return False
         if failure.preempted:
             counts["preemptions"] += 1

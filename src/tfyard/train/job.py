@@ -149,7 +149,6 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         return summary
 
 
-
 def _exit_paused(step: int) -> None:
     """The one line, then exit PAUSED_EXIT_CODE: stopped at --pause_at_step as a scheduler
     asked (SystemExit: `finally` blocks and atexit still run)."""
@@ -157,6 +156,7 @@ def _exit_paused(step: int) -> None:
              f"ckpt-{step}; rerun with a later --pause_at_step, or none, to go on "
              f"(exit {PAUSED_EXIT_CODE})")
     raise SystemExit(PAUSED_EXIT_CODE)
+
 
 def _tracker(prepared: Prepared):
     """The chief's MLflow run when tracking is on (flags or MLflow's variables), else None;
