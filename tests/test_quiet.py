@@ -235,7 +235,8 @@ def test_a_late_leader_does_not_report_the_early_member_as_crashed(digits_work, 
     assert "absl::InitializeLog" in log
     member_left = float((left_at / "1").read_text())
     leader_left = float((left_at / "0").read_text())
-    assert [when for when in crash_reports(log) if when >= member_left] == [], log[-3000:]
+    assert [when for when in crash_reports(log) if when >= member_left] == [], \
+        (member_left, leader_left, log[-3000:])
     if not crash_reports(log):  # the members met at the barrier: they left together
         assert member_left >= leader_left - 5, (member_left, leader_left)
 

@@ -28,6 +28,9 @@ END_BARRIER = "tfyard_end_of_job"
 END_TIMEOUT_ENV, END_TIMEOUT_S = "TFYARD_END_TIMEOUT", 3600.0
 START_KEY = "tfyard_cluster_start"   # the coordinator's id of this start (`cluster_start`)
 _end_timeout_s: float | None = None   # set on an all-reduce member: how long end_together waits
+_end_leader: str | None = None   # set on an all-reduce member but the leader: the leader's address
+# After the end barrier a member outlives the leader, polling its address, for at most this long.
+OUTLIVE_LEADER_S = 60.0
 # A SIGTERMed ps / PS worker serves on while the chief is up, for at most this long.
 SERVER_GRACE_ENV, SERVER_GRACE_S = "TFYARD_SERVER_GRACE", 20.0
 
@@ -168,8 +171,9 @@ def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):
         return _mirrored(tuple(devices))
     export_tf_config(cluster)
     if name == "multi_worker_mirrored":
-        global _end_timeout_s
+        global _end_timeout_s, _end_leader
         _end_timeout_s = envvars.number(END_TIMEOUT_ENV, END_TIMEOUT_S)
+        _end_leader = None if cluster.is_coordinator else _leader_address(cluster)
         try:
             return tf.distribute.MultiWorkerMirroredStrategy(
                 cluster_resolver=_resolver(cluster, num_gpus)
@@ -214,11 +218,12 @@ def end_together() -> None:
     member whose heartbeats stop for a crashed task: a member that leaves while the
     leader still evaluates or exports makes the leader print "The tasks have crashed"
     ten seconds later. TensorFlow 2.21 offers no public agent shutdown, so the members
-    meet at a barrier instead and leave together; first they end their input pipelines,
-    whose threads otherwise held up the leader's interpreter teardown for ~20 s after the
-    others had gone. A member that really crashed never arrives; then the barrier fails or
-    times out, and the launcher names that member. Call only after a successful run; a
-    no-op for every other strategy. It waits at most TFYARD_END_TIMEOUT s (default 3600).
+    meet at a barrier instead; first they end their input pipelines, whose threads held
+    up the leader's interpreter teardown. Past the barrier the others stay until the
+    leader's process is gone (its teardown alone took over 10 s on a starved CI machine).
+    A member that really crashed never arrives; then the barrier fails or times out, and
+    the launcher names that member. Call only after a successful run; a no-op for every
+    other strategy. It waits at most TFYARD_END_TIMEOUT s (default 3600).
     """
     if _end_timeout_s is None:
         return
@@ -232,7 +237,23 @@ def end_together() -> None:
     try:
         compat.wait_at_barrier(END_BARRIER, int(_end_timeout_s * 1000))
     except tf.errors.OpError:  # another member failed; its own exit code reports it
-        pass
+        return
+    if _end_leader is not None:
+        _outlive(_end_leader)
+
+
+def _leader_address(cluster: ClusterConfig) -> str:
+    """Where the all-reduce leader, which hosts the coordination service, serves: the
+    chief, or worker 0 without one (as TensorFlow's multi_worker_util picks it)."""
+    return (cluster.jobs.get("chief") or cluster.jobs["worker"])[0]
+
+
+def _outlive(leader: str, poll: float = 0.1) -> None:
+    """Wait until nothing listens at the leader's address (its process has ended), for at
+    most OUTLIVE_LEADER_S, so its coordination service never sees this member go."""
+    ends = time.monotonic() + OUTLIVE_LEADER_S
+    while time.monotonic() < ends and reachable(leader, timeout=poll):
+        time.sleep(poll)
 
 
 def start_server(cluster: ClusterConfig):
