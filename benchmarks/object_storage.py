@@ -8,11 +8,13 @@ Starts moto's S3 server on 127.0.0.1 (the test server), then:
    object whole, one after another, from the same server);
 2. training: `tfyard train` with `--output_dir s3://...` against a local output dir, the same
    flags, checkpoints every 50 steps, in alternated pairs; the step rate is each run's
-   `mean_images_per_sec`, and each run's last quarter and its tail (last report to exit:
-   the final flush) are timed too, to tell a slower step from a slower end; and where each
-   run's CPU went (`cpu_probe.py`: the threads that upload, an upper bound on their GIL
-   hold) with the store server's and what was uploaded, figures a busy machine leaves
-   alone;
+   `mean_images_per_sec` (the mean of its chunks' rates, where a one-step chunk at an epoch
+   end weighs as much as a ten-step one), also given as the same chunks' images over their
+   seconds (each step weighing the same), and each run's last quarter and its tail (last
+   report to exit: the final flush) are timed too, to tell a slower step from a slower end;
+   and where each run's CPU went (`cpu_probe.py`: the threads that upload, an upper bound
+   on their GIL hold) with the store server's and what was uploaded, figures a busy
+   machine leaves alone;
 3. streaming: a set of many small shards (`--stream_shards`, with `data convert`'s index of
    record counts) ten times `--data_cache_limit`'s size: the steady input rate through the
    bounded cache against local disk's and the store's own whole-object rate, the peak disk
@@ -78,7 +80,8 @@ def plain_read_seconds(client, prefix: str) -> float:
 class Run:
     """One training run: its step rate, its wall time, and where its time went at the end."""
 
-    rate: float        # mean_images_per_sec: the steady step rate
+    rate: float        # mean_images_per_sec: the mean of the chunks' rates (first excluded)
+    timed: float       # images over the same chunks' seconds: each step weighs the same
     wall: float        # the whole process, start-up to exit
     last_rate: float   # images/s over the last quarter of the reports
     tail: float        # seconds from the last report to the exit (final flush included)
@@ -114,7 +117,10 @@ def train_run(output_dir: str, copy: str, work: str, steps: int, flags: list[str
         train = [r for r in map(json.loads, handle) if r["kind"] == "train"]
     last = train[-len(train) // 4 - 1:]
     last_rate = (last[-1]["step"] - last[0]["step"]) * batch / (last[-1]["time"] - last[0]["time"])
-    return Run(rate, ended - started, last_rate, ended - train[-1]["time"], cpu)
+    steps = [(r["step"] - before["step"], r["step_time"])
+             for before, r in zip(train, train[1:], strict=False)]
+    timed = sum(n for n, _ in steps) * batch / sum(n * seconds for n, seconds in steps)
+    return Run(rate, timed, ended - started, last_rate, ended - train[-1]["time"], cpu)
 
 
 def upload_seconds(run: Run) -> float:
@@ -164,7 +170,8 @@ def train_pairs(root: str, pairs: int, steps: int, flags: list[str],
                                  in zip(runs["local"], runs["s3"], strict=True))
 
     print(f"training, checkpoints every 50 steps, median of {pairs} alternated pairs (s3:// / "
-          f"local): step rate {median(lambda r: r.rate):.3f}x (target >= 0.97), last quarter's "
+          f"local): step rate {median(lambda r: r.rate):.3f}x (target >= 0.97), the same "
+          f"chunks' images over their seconds {median(lambda r: r.timed):.3f}x, last quarter's "
           f"rate {median(lambda r: r.last_rate):.3f}x, wall time {median(lambda r: r.wall):.3f}x,"
           f" tail {median(lambda r: r.tail):.2f}x")
     bucket = runs["s3"]
