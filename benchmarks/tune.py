@@ -1,14 +1,18 @@
 """`tfyard tune`: ASHA against the exhaustive grid, the study's overhead, parallel trials.
 
 Three parts, each runnable alone (`--parts asha overhead parallel`), all on the bundled
-digits with a CIFAR ResNet (`cifar_resnet8`, 16x16 images, no XLA: small on purpose):
+digits with a CIFAR ResNet (`cifar_resnet8` at the digits' own 8x8, no XLA: small on purpose),
+each trial on a cosine learning rate to 0 at its end, so that its last evaluation (its value)
+is of a settled model, not a snapshot at a high rate:
 
 - asha: the grid of learning rate x weight decay x batch size (3 x 3 x 2 = 18 points), every
   point trained to the end, against TPE with Optuna's SuccessiveHalvingPruner
-  (`--scheduler asha`) over the same choices, for 3 study seeds. Prints each study's best
-  validation top-1 and the training steps it spent (each trial's last step, summed), then
-  ASHA's mean best against the grid's best and ASHA's mean steps as a share of the grid's.
-  Steps and accuracies do not depend on the machine's load.
+  (`--scheduler asha`) over the grid's ranges (log-uniform learning rate and weight decay
+  between the grid's ends, the same batch sizes; not the grid's 18 choices, of which TPE's
+  first, random, trials repeat points), for 3 study seeds. Prints each study's best
+  validation top-1 and the training steps it spent (each trial's last step, pruned ones
+  too, summed), then ASHA's mean best against the grid's best and ASHA's mean steps as a
+  share of the grid's. Steps and accuracies do not depend on the machine's load.
 - overhead: a study of 4 trials at --parallel 2; everything outside the trials' own training
   (process start-up, TensorFlow import, model build, study I/O, scheduling) is the study's
   wall time less the trials' own `wall_time_sec` (summary.json), per slot:
@@ -31,8 +35,11 @@ import time
 GRID = {"learning_rate": {"choice": [0.02, 0.1, 0.4]},
         "weight_decay": {"choice": [0.00001, 0.0001, 0.001]},
         "batch_size": {"choice": [32, 64]}}
-TRAIN = {"model": "cifar_resnet8", "dataset": "digits", "image_size": 16, "num_gpus": 0,
-         "steps_per_loop": 5, "quiet": True, "jit_compile": False, "export": False}
+RANGES = {name: {"loguniform": [min(entry["choice"]), max(entry["choice"])]}
+          if name != "batch_size" else entry for name, entry in GRID.items()}
+TRAIN = {"model": "cifar_resnet8", "dataset": "digits", "image_size": 8, "num_gpus": 0,
+         "lr_schedule": "cosine", "steps_per_loop": 5, "quiet": True, "jit_compile": False,
+         "export": False}
 SETTINGS = {"metric": "validation/top1", "mode": "max", "parallel": 2}
 
 
@@ -74,7 +81,7 @@ def asha(root: str, args) -> None:
               f"{grid['wall_s']:.0f} s", flush=True)
     bests, steps = [], []
     for seed in args.seeds:
-        found = study(os.path.join(root, f"asha-{seed}"), GRID, args.asha_trials, args.epochs,
+        found = study(os.path.join(root, f"asha-{seed}"), RANGES, args.asha_trials, args.epochs,
                       scheduler="asha", seed=seed)
         bests.append(found["best_value"])
         steps.append(found["steps"])
@@ -117,7 +124,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=("asha", "overhead", "parallel"),
                         default=["asha", "overhead", "parallel"])
-    parser.add_argument("--epochs", type=float, default=2.0,
+    parser.add_argument("--epochs", type=float, default=6.0,
                         help="each trial's epochs (asha); overhead and parallel train twice "
                         "as long")
     parser.add_argument("--asha_trials", type=int, default=12, help="trials an ASHA study runs")

@@ -1,7 +1,12 @@
 """One trial as it runs: an ordinary `tfyard train` process group (launch's), whose
 metrics.jsonl tune reads as it grows, reporting each figure to Optuna and stopping the run
 with SIGTERM when the pruner says so (train saves a checkpoint at SIGTERM and exits with the
-retryable PREEMPTED_EXIT_CODE, so a pruned run ends cleanly, resumable)."""
+retryable PREEMPTED_EXIT_CODE, so a pruned run ends cleanly, resumable).
+
+When tune spaces a trial's evaluations (every `every_epochs`), each figure goes to Optuna
+at its evaluation's number (1, 2, ... 10): the pruners then compare trials at the same point
+of their training whatever their batch size, and successive halving's rungs are known before
+any trial ends. Otherwise at its training step."""
 
 from __future__ import annotations
 
@@ -25,10 +30,13 @@ class RunningTrial:
     to `log_path`, whose last lines name a failure."""
 
     def __init__(self, trial, run_dir: str, command: Sequence[str], env: dict[str, str],
-                 log_path: str, metric: Metric, reported: Sequence[int] = ()):
+                 log_path: str, metric: Metric, reported: Sequence[int] = (),
+                 every_epochs: float | None = None):
         self.trial, self.run_dir, self.log_path, self.metric = trial, run_dir, log_path, metric
-        self.reported = set(reported)   # steps a resumed trial reported before
+        self.every_epochs = every_epochs
+        self.reported = set(reported)   # Optuna steps a resumed trial reported before
         self.value: float | None = None
+        self.step = 0   # the training step of its last figure told to Optuna
         self.pruned, self._offset, self._term_at = False, 0, None
         self._log = open(log_path, "a", encoding="utf-8")
         lock = threading.Lock()
@@ -55,9 +63,10 @@ class RunningTrial:
             if value is None:
                 continue
             self.value = value
-            step = int(record["step"])
+            step = self._optuna_step(record)
             if step not in self.reported and math.isfinite(value) and not self.pruned:
                 self.reported.add(step)
+                self.step = int(record["step"])
                 self.trial.report(value, step)
                 if not ended and self.trial.should_prune():
                     self.pruned = True
@@ -68,6 +77,14 @@ class RunningTrial:
             return False
         self._end()
         return True
+
+    def _optuna_step(self, record: dict) -> int:
+        """The step `record` goes to Optuna at: its evaluation's number when tune spaces
+        them, else its training step. (A last evaluation at the run's end, off the cadence,
+        may share the number of the one before it; Optuna keeps the first.)"""
+        if self.every_epochs:
+            return max(1, round(record["epoch"] / self.every_epochs))
+        return int(record["step"])
 
     def stop(self) -> None:
         """Ask the run to save and exit (SIGTERM to its group); SIGKILL after GRACE_S."""
