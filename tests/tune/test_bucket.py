@@ -72,7 +72,8 @@ def test_a_study_in_a_bucket_keeps_its_runs_and_summary_there(s3, tmp_path):  # 
     ([], "--output_dir in a bucket needs --storage URL"),
     (["--storage", "STORAGE", "--scheduler", "pbt", "--pbt_interval", "10", "--parallel", "2"],
      "--scheduler pbt (it hands checkpoints"),
-    (["--storage", "STORAGE", "--on", "ray"], "--on ray (tune reads"),
+    (["--storage", "STORAGE", "--on", "ray", "--mlflow_uri", "http://127.0.0.1:9"],
+     "MLflow tracking --on ray (tune names"),
 ])
 def test_what_a_bucket_study_cannot_do_is_one_line_before_any_trial(tmp_path, extra, words):
     storage = f"sqlite:///{tmp_path / 'x.db'}"

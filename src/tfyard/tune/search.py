@@ -26,7 +26,7 @@ from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
 
-POLL_S = 0.5
+POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
 TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs (tests: a stand-in)
 
 
@@ -225,8 +225,8 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
     log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
-    return RunningTrial(trial, place.local_run(run_dir, work_dir), command, env, log_path,
-                        search.metric, reported, every)
+    reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node
+    return RunningTrial(trial, reports, command, env, log_path, search.metric, reported, every)
 
 
 def _tell(search: Search, study, states, trial: RunningTrial) -> bool:

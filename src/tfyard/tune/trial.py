@@ -19,10 +19,13 @@ import time
 from collections.abc import Sequence
 
 from tfyard.launch.local import pump, signal_group, spawn
-from tfyard.runfiles.layout import RunDirectory
+from tfyard.runfiles.layout import METRICS, REPORTS, RunDirectory
+from tfyard.storage import in_bucket, read_object
 from tfyard.tune.study import Metric
 
 GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
+BUCKET_READ_S = 10.0   # a Ray trial's reports in a bucket: read this often (train uploads
+FLAG = "--output_dir"  # them every few seconds)
 
 
 class RunningTrial:
@@ -37,7 +40,7 @@ class RunningTrial:
         self.reported = set(reported)   # Optuna steps a resumed trial reported before
         self.value: float | None = None
         self.step = 0   # the training step of its last figure told to Optuna
-        self.pruned, self._offset, self._term_at = False, 0, None
+        self.pruned, self._offset, self._term_at, self._read_at = False, 0, None, -math.inf
         self._log = open(log_path, "a", encoding="utf-8")
         lock = threading.Lock()
 
@@ -58,7 +61,7 @@ class RunningTrial:
         Whether it ended is asked first, so a run's last reports are read before it counts as
         ended (its value is its last figure, even when it wrote it just before exiting)."""
         ended = self.proc.poll() is not None
-        for record in self._new_records():
+        for record in self._new_records(ended):
             value = self.metric.value(record)
             if value is None:
                 continue
@@ -114,12 +117,28 @@ class RunningTrial:
         self._pump.join(5)
         self._log.close()
 
-    def _new_records(self) -> list[dict]:
-        """The complete lines metrics.jsonl gained since the last call."""
+    def _unread(self, ended: bool) -> bytes:
+        """metrics.jsonl past what was read: on disk, or (a Ray trial of a bucket study,
+        whose local copy is on its node) the bucket's object, read whole, at most every
+        BUCKET_READ_S and once more when the trial has ended (train uploads it at its exit).
+        A file shorter than what was read was rewritten: a resumed trial dropped the reports
+        of steps it runs again."""
+        if in_bucket(self.run_dir, FLAG):
+            if not ended and time.monotonic() - self._read_at < BUCKET_READ_S:
+                return b""
+            self._read_at = time.monotonic()
+            data = read_object(f"{self.run_dir}/{METRICS}{REPORTS}", FLAG) or b""
+            if len(data) < self._offset:
+                self._offset = 0
+            return data[self._offset:]
         run = RunDirectory(self.run_dir)
-        if run.files.size(run.metrics) < self._offset:   # rewritten: a resumed trial dropped
-            self._offset = 0                            # the reports of steps it runs again
-        data = run.files.read_from(run.metrics, self._offset)
+        if run.files.size(run.metrics) < self._offset:
+            self._offset = 0
+        return run.files.read_from(run.metrics, self._offset)
+
+    def _new_records(self, ended: bool) -> list[dict]:
+        """The complete lines metrics.jsonl gained since the last call."""
+        data = self._unread(ended)
         complete = data[:data.rfind(b"\n") + 1]
         self._offset += len(complete)
         records = []
