@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tfyard.process import liveness
+
 DIRECTORY = "shared-servers"
 
 
@@ -58,7 +60,7 @@ def _running(group: int) -> bool:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[2]) == group and fields[0] != "Z":
+                pid = int(entry.name)
+                if os.getpgid(pid) == group and liveness.state(pid) not in (None, "Z"):
                     return True
     return False

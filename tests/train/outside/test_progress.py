@@ -28,7 +28,7 @@ from tfyard.train.outside.console import Console
 from tfyard.train.rundir.report import Reporter
 
 # 11 steps per epoch at batch 128 on digits: 14 steps are two epochs, each evaluated.
-RUN = ["--model", "cifar_resnet8", "--dataset", "digits", "--image_size", "16",
+RUN = ["--model", "cifar_resnet8", "--dataset", "digits", "--image_size", "8",
        "--batch_size", "128", "--learning_rate", "0.05", "--num_gpus", "0", "--seed", "3",
        "--steps_per_loop", "5", "--train_steps", "14", "--eval_every_epochs", "1",
        "--no_export", "--no_jit_compile"]
