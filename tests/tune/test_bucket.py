@@ -70,8 +70,8 @@ def test_a_study_in_a_bucket_keeps_its_runs_and_summary_there(s3, tmp_path):  # 
 
 @pytest.mark.parametrize("extra, words", [
     ([], "--output_dir in a bucket needs --storage URL"),
-    (["--storage", "STORAGE", "--scheduler", "pbt", "--pbt_interval", "10", "--parallel", "2"],
-     "--scheduler pbt (it hands checkpoints"),
+    (["--storage", "STORAGE", "--on", "ray", "--scheduler", "pbt", "--pbt_interval", "10",
+      "--parallel", "2"], "--scheduler pbt --on ray (it replaces"),
     (["--storage", "STORAGE", "--on", "ray", "--mlflow_uri", "http://127.0.0.1:9"],
      "MLflow tracking --on ray (tune names"),
 ])
@@ -134,3 +134,44 @@ def test_a_real_tracked_study_in_a_bucket_evaluates_with_its_best_run(
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     source = json.loads(evaluated.stdout)["source"]
     assert f"trials/{best.number:04d}/checkpoints/ckpt-" in source
+
+
+@pytest.mark.slow
+def test_a_real_pbt_study_in_a_bucket_hands_the_checkpoint_over_in_the_bucket(
+        s3, tmp_path, capsys):  # noqa: F811
+    """Two real trials in a bucket stop at step 7; the worse goes on from the better's
+    checkpoint, published into its own prefix (the same bytes there), in its own run with
+    the perturbed learning rate, its local copy continuing the bucket (nothing set aside)."""
+    s3.create_bucket(Bucket="tune-pbt")
+    url, storage = "s3://tune-pbt/study", f"sqlite:///{tmp_path / 'study.db'}"
+    space = write_space(tmp_path, "learning_rate: {loguniform: [0.01, 0.2]}\n")
+    shared = [a for a in FAST if a not in ("--learning_rate", "0.05")]
+    result = run_here(capsys, "tune", "--space", space, "--metric", "validation/top1", "--mode",
+                      "max", "--trials", "2", "--parallel", "2", "--scheduler", "pbt",
+                      "--pbt_interval", "7", "--storage", storage, "--output_dir", url,
+                      "--epochs", "0.3", "--eval_every_epochs", "0.15", "--no_export", *shared)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def read(key: str) -> bytes:
+        return s3.get_object(Bucket="tune-pbt", Key=f"study/{key}")["Body"].read()
+
+    names = {o["Key"] for o in s3.list_objects_v2(Bucket="tune-pbt")["Contents"]}
+    (schedule,) = [n for n in names if n.endswith("/pbt.json")]
+    recipient = schedule.split("/")[2]
+    (entry,) = json.loads(read(f"trials/{recipient}/pbt.json"))
+    donor = f"{entry['donor']:04d}"
+    assert entry["step"] == 7 and donor != recipient
+    data = "checkpoints/ckpt-7.data-00000-of-00001"
+    assert read(f"trials/{recipient}/{data}") == read(f"trials/{donor}/{data}")
+    record = json.loads(read(f"trials/{recipient}/run.json"))
+    assert record["learning_rate"] == entry["params"]["learning_rate"]
+    assert record["output_dir"] == f"{url}/trials/{recipient}"
+    reports = [json.loads(line) for line in
+               read(f"trials/{recipient}/metrics.jsonl").decode().splitlines()]
+    steps = [r["step"] for r in reports if r["kind"] == "train"]
+    assert steps[-1] == 14 and 7 in steps
+    assert b"does not continue" not in read(f"logs/{recipient}.log")
+    study = optuna.load_study(study_name="study", storage=storage)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
+    assert study.trials[int(recipient)].user_attrs["pbt_schedule"] == [entry]
+    assert "pbt_round" not in study.user_attrs or study.user_attrs["pbt_round"] is None

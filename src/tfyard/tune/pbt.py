@@ -19,12 +19,14 @@ import random
 
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
+from tfyard.tune import handover
 from tfyard.tune.study import import_optuna
 
 PERTURBED = ("learning_rate", "weight_decay", "momentum", "label_smoothing")
 FACTORS = (0.8, 1.2)
 SCHEDULE = "pbt_schedule"   # a trial's user attribute: [{"step", "donor", "params"}]
 PAUSE = "pbt_pause"         # the study's user attribute: the step the population stops at
+ROUND = "pbt_round"         # the study's: the round being handed over, kept before it starts
 
 
 def check(space, trials: int, parallel: int) -> None:
@@ -81,21 +83,19 @@ def hand_over(donor: str, recipient: str) -> None:
                 target.files.copy(path, os.path.join(staging, os.path.basename(path)))
 
 
-def record(trial, run_dir: str, entry: dict) -> None:
-    """Add `entry` to the trial's schedule: its user attribute and its run's pbt.json."""
-    schedule = [*(trial.user_attrs.get(SCHEDULE) or []), entry]
-    trial.set_user_attr(SCHEDULE, schedule)
-    run = RunDirectory(run_dir)
-    run.files.write_whole(run.schedule, json.dumps(schedule, indent=2) + "\n")
+def scheduled(trial, entry: dict) -> list[dict]:
+    """The trial's schedule with `entry` added (once: a round finished again keeps it)."""
+    schedule = list(trial.user_attrs.get(SCHEDULE) or [])
+    return schedule if schedule[-1:] == [entry] else [*schedule, entry]
 
 
 class Population:
     """The PBT rounds of one study: where the population stops next, and what each trial
-    does between two intervals."""
+    does between two intervals. `place` is the study's (`tune.place.StudyPlace`)."""
 
-    def __init__(self, space, interval: int, maximize: bool, seed: int | None):
+    def __init__(self, space, interval: int, maximize: bool, seed: int | None, place):
         self.space, self.interval, self.maximize = space, interval, maximize
-        self.rng = random.Random(seed)
+        self.rng, self.place = random.Random(seed), place
 
     def pause(self, study) -> int:
         """The step the population stops at next (a rerun's too): one value for all, so
@@ -104,21 +104,42 @@ class Population:
 
     def next_round(self, study, stopped: dict[int, float | None], metric: str) -> list[str]:
         """All of the population stopped at its interval, `stopped` (trial number -> its
-        latest value): exploit and explore, and move each one's stop an interval on. Returns
-        what happened, a line a recipient."""
+        latest value): exploit and explore, kept in the study as its ROUND, then `finish`ed.
+        Returns what happened, a line a recipient."""
+        trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+        live = {number: value for number, value in stopped.items() if value is not None}
+        moves = [[recipient, donor, explore(values_now(trials[donor]), self.space, self.rng),
+                  live[recipient], live[donor]]
+                 for recipient, donor in sorted(exploit(live, self.maximize, self.rng).items())]
+        study.set_user_attr(ROUND, {"step": self.pause(study), "moves": moves})
+        return self.finish(study, metric)
+
+    def finish(self, study, metric: str) -> list[str]:
+        """Hand over the round the study keeps (one a killed tune left too: before any trial
+        resumes), record each recipient's schedule, and move the population's stop an
+        interval on. Each step may run again."""
+        plan = study.user_attrs.get(ROUND)
+        if not plan:
+            return []
         optuna = import_optuna()
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-        step = self.pause(study)
-        live = {number: value for number, value in stopped.items() if value is not None}
-        said = []
-        for recipient, donor in sorted(exploit(live, self.maximize, self.rng).items()):
+        step, said = plan["step"], []
+        for recipient, donor, params, value, theirs in plan["moves"]:
             to, source = trials[recipient], trials[donor]
-            hand_over(source.user_attrs["run_dir"], to.user_attrs["run_dir"])
-            params = explore(values_now(source), self.space, self.rng)
-            record(optuna.trial.Trial(study, to._trial_id), to.user_attrs["run_dir"],
-                   {"step": step, "donor": donor, "params": params})
-            said.append(f"tune: trial {recipient} ({metric} {live[recipient]:.4g}) takes trial "
-                        f"{donor}'s checkpoint at step {step} ({live[donor]:.4g}) and goes on "
+            schedule = scheduled(to, {"step": step, "donor": donor, "params": params})
+            text = json.dumps(schedule, indent=2) + "\n"
+            run_dir = to.user_attrs["run_dir"]
+            if self.place.url:
+                handover.hand_over(source.user_attrs["run_dir"], run_dir, self.place.local_run(
+                    run_dir, self.place.work_dir(recipient)), text)
+            else:
+                hand_over(source.user_attrs["run_dir"], run_dir)
+                run = RunDirectory(run_dir)
+                run.files.write_whole(run.schedule, text)
+            optuna.trial.Trial(study, to._trial_id).set_user_attr(SCHEDULE, schedule)
+            said.append(f"tune: trial {recipient} ({metric} {value:.4g}) takes trial "
+                        f"{donor}'s checkpoint at step {step} ({theirs:.4g}) and goes on "
                         "with " + ", ".join(f"{k}={v:.4g}" for k, v in params.items()))
         study.set_user_attr(PAUSE, step + self.interval)
+        study.set_user_attr(ROUND, None)
         return said

@@ -93,7 +93,10 @@ def _run(search: Search) -> dict:
             if place.holds(t.user_attrs.get("run_dir"))]
     running: dict[int, RunningTrial] = {}
     population = pbt.Population(search.space, search.pbt_interval, search.direction ==
-                                "maximize", search.seed) if search.scheduler == "pbt" else None
+                                "maximize", search.seed, place) \
+        if search.scheduler == "pbt" else None
+    for line in population.finish(study, search.metric.name) if population else ():
+        print(line, flush=True)   # a round a killed tune left midway, before any resume
     paused: dict[int, float | None] = {}   # PBT: trials stopped at the interval, their values
     failures, deadline = 0, time.monotonic() + (search.timeout or math.inf)
     previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
