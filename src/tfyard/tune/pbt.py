@@ -4,11 +4,14 @@ checkpoints: neither Optuna nor Keras has PBT.
 The population is --parallel trials, each an ordinary run that stops at every --pbt_interval
 steps (train's --pause_at_step: a checkpoint there, exit 79). When all have stopped, each
 trial of the bottom quarter (at least one) takes a top-quarter trial's checkpoint (weights,
-optimizer state, step, random states: its checkpoints/ copied whole) and that trial's values,
-each perturbed by x0.8 or x1.2 within the space's range; then all go on to the next
-interval. A recipient keeps its own run directory, run.json, lease and MLflow run. Optuna's
-parameters cannot change, so a trial's values and donors, interval by interval, are its user
-attribute `pbt_schedule` and its run's pbt.json; its values now are the schedule's last.
+optimizer state, step, random states: its checkpoints/ copied whole; in a bucket study,
+published into the recipient's prefix, `tune.handover`) and that trial's values, each
+perturbed by x0.8 or x1.2 within the space's range; then all go on to the next interval. The
+round's draws are kept in the study first, so a tune killed midway finishes that round before
+any trial resumes. A recipient keeps its own run directory, run.json, lease and MLflow run.
+Optuna's parameters cannot change, so a trial's values and donors, interval by interval, are
+its user attribute `pbt_schedule` and its run's pbt.json; its values now are the schedule's
+last.
 """
 
 from __future__ import annotations
