@@ -2,7 +2,9 @@
 uploads and lease as s3://, through google-cloud-storage. Data, fine-tuning sources, runs to
 read and predict's inputs and outputs all take gs://, and each fault is one line. A set ten
 times the data cache streams from gs:// as from s3:// (test_s3_stream.py): the same examples
-as from local disk, within the limit.
+as from local disk, within the limit, and SIGKILLed mid-run, then resumed with the cache
+deleted, it ends with the unbroken local run's weights (two members sharing a work dir on
+gs://: test_s3_cache.py).
 
 The emulator ignores generation preconditions (ifGenerationMatch), so it cannot hold a run's
 lease: there a run is refused in one line, which is what a store without conditional writes
