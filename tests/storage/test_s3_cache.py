@@ -1,7 +1,8 @@
 """The bounded cache of a bucket's data (`storage.stream`) on its own, against a real S3
 server, without training: an object changed mid-run is one line, in the reader's thread and
 through a tf.data pipeline alike; a set `data convert` wrote is counted from its index, no
-shard fetched; a seeded epoch of a set five times the limit fetches each shard once; in the
+shard fetched; a seeded epoch of a set five times the limit fetches each shard once, and a
+scan of the split streams within the limit too; in the
 unseeded order a member fetches only its own files (TFRecord shards, an image folder's
 images); two processes reading one prefix into one work dir share the limit, on s3:// and
 on gs:// (the GCS emulator); a run that cannot stream (parameter servers) is refused a set
@@ -93,6 +94,7 @@ def test_a_converted_set_is_counted_from_its_index(s3, tmp_path):
 def test_a_seeded_epoch_fetches_each_shard_once(s3, tmp_path):
     from tfyard.data import build_dataset
     from tfyard.data.formats.framing import INDEX_FILE, write_index
+    from tfyard.data.inspect import problems
 
     data = tmp_path / "data"
     write_imagenet(data, {"train": [[1, 2]] * 20})
@@ -107,6 +109,11 @@ def test_a_seeded_epoch_fetches_each_shard_once(s3, tmp_path):
     assert sum(int(labels.shape[0]) for _, labels in batches) == 40
     # every shard was read from an empty cache, so each was fetched once: no second pass
     assert stream.figures(str(work))[0]["fetched"] == shards
+    # a scan of the split (the decode-error check, --skip_corrupt's count) streams too
+    assert not list(problems("imagenet", root, "train", cache_dir=str(work)))
+    cache = stream.figures(str(work))[0]
+    assert cache["fetched"] > shards and cache["high_water"] <= cache["limit"] + cache[
+        "open_high"], cache
 
 
 def test_unseeded_members_fetch_only_their_own_files(s3, tmp_path):
