@@ -2,11 +2,11 @@
 server, without training: an object changed mid-run is one line, in the reader's thread and
 through a tf.data pipeline alike; a set `data convert` wrote is counted from its index, no
 shard fetched; a seeded epoch of a set five times the limit fetches each shard once, and a
-scan of the split streams within the limit too; in the
-unseeded order a member fetches only its own files (TFRecord shards, an image folder's
-images); two processes reading one prefix into one work dir share the limit, on s3:// and
-on gs:// (the GCS emulator); a run that cannot stream (parameter servers) is refused a set
-larger than the limit."""
+scan of the split streams within the limit too; in the unseeded order a member fetches only
+its own files (TFRecord shards, an image folder's images); two processes reading a set ten
+times the limit into one work dir share the limit, on s3:// and on gs:// (the GCS
+emulator); a run that cannot stream (parameter servers) is refused a set larger than the
+limit; a whole copy an earlier run made is removed once the set streams."""
 
 from __future__ import annotations
 
@@ -147,8 +147,8 @@ def test_unseeded_members_fetch_only_their_own_files(s3, tmp_path):
             stream.identity(path)[1][0] for path in files)
 
 
-# A second member on the node: reads the 8 shards of URL (argv 3) through the cache of WORK
-# (argv 1) at LIMIT (argv 2), sampling the disk both members' files take meanwhile.
+# A second member on the node: reads every shard of URL (argv 3) through the cache of
+# WORK (argv 1) at LIMIT (argv 2), sampling the disk both members' files take meanwhile.
 MEMBER = """
 import json, os, sys, threading, time
 from tfyard.storage import location, sharing, stream
@@ -165,11 +165,11 @@ def sample():
         time.sleep(0.005)
 
 threading.Thread(target=sample, daemon=True).start()
-paths = [os.path.join(root, f"train-{n:05d}-of-00008") for n in range(8)]
+paths = sorted(stream.listed(root))
 stream.announce(paths)
 for path in paths:
     with stream.held(path):
-        time.sleep(0.05)
+        time.sleep(0.01)
 done.set()
 print(json.dumps({"root": root, "share": share, "peak": peak[0]}))
 """
@@ -180,11 +180,11 @@ def test_two_members_on_one_node_share_the_limit(scheme, request, tmp_path):
     import tfyard
 
     client = request.getfixturevalue({"s3": "s3", "gs": "gcs"}[scheme])
-    (upload if scheme == "s3" else gcs_upload)(client, shards(tmp_path / "data", 8), "shared",
-                                               "set")
-    url, work, limit = f"{scheme}://shared/set", tmp_path / "work", 4 * SIZE
+    (upload if scheme == "s3" else gcs_upload)(client, shards(tmp_path / "data", 40),
+                                               "shared", "set")
+    url, work, limit = f"{scheme}://shared/set", tmp_path / "work", 4 * SIZE   # a tenth
     root = cached(url, work, limit)
-    paths = [os.path.join(root, f"train-{n:05d}-of-00008") for n in range(8)]
+    paths = sorted(stream.listed(root))
     stream.announce(paths)
     for path in paths[:4]:   # this member has filled its cache, and waits
         with stream.held(path):
@@ -212,3 +212,7 @@ def test_a_run_that_cannot_stream_is_refused_a_set_larger_than_the_limit(s3, tmp
                        "4 kB or more for a whole copy$"):
         cached("s3://remote/set", tmp_path / "ps", 2 * SIZE, "ps runs cannot; fix")
     assert not (tmp_path / "ps").exists()
+    # read in pieces once the limit is below the set: the whole copy is removed, not kept
+    assert cached("s3://remote/set", tmp_path / "whole", 2 * SIZE).startswith(
+        str(tmp_path / "whole" / "bucket-stream"))
+    assert not (tmp_path / "whole" / "bucket-data" / "s3" / "remote" / "set").exists()
