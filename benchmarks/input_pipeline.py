@@ -54,10 +54,11 @@ def baseline(root: str, batch_size: int, size: int):
             .batch(batch_size, drop_remainder=True))
 
 
-def rate(dataset, batches: int, batch_size: int) -> float:
-    """Images per second over `batches` batches, after one warm-up batch."""
+def rate(dataset, batches: int, batch_size: int, warmup: int = 1) -> float:
+    """Images per second over `batches` batches, after `warmup` batches."""
     iterator = iter(dataset)
-    next(iterator)
+    for _ in range(warmup):
+        next(iterator)
     start = time.perf_counter()
     for _ in range(batches):
         next(iterator)

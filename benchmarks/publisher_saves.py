@@ -17,10 +17,8 @@ import os
 import tempfile
 import time
 
-import boto3
 import cpu_probe
-from loopback import stop
-from object_storage import BUCKET, server_seconds, start_server
+from object_storage import BUCKET, server_seconds, serving
 
 
 def save_steps(steps: int, epoch: int, every: int) -> list[int]:
@@ -56,31 +54,27 @@ def main() -> None:
     parser.add_argument("--index_bytes", type=int, default=9_000)
     parser.add_argument("--keep", type=int, default=3)
     args = parser.parse_args()
-    server, endpoint = start_server()
     os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint})
+                       "AWS_DEFAULT_REGION": "us-east-1"})
     cpu_probe._timed_threads()
     cpu_probe._counted_store()
     import tensorflow  # noqa: F401 - a training run has it loaded before its first save
 
     from tfyard.train.rundir.bucket import Publisher
 
-    try:
-        boto3.client("s3").create_bucket(Bucket=BUCKET)
-        with tempfile.TemporaryDirectory(prefix="tfyard-saves-") as copy:
-            checkpoints = os.path.join(copy, "checkpoints")
-            os.makedirs(checkpoints)
-            publisher = Publisher(f"s3://{BUCKET}/run", copy, set())
-            served, started, kept = server_seconds(server), time.monotonic(), []
-            for step in save_steps(args.steps, args.epoch_steps, args.every):
-                time.sleep(max(0.0, started + step * args.step_s - time.monotonic()))
-                kept = [*kept, step][-args.keep:]
-                publisher.checkpoint_saved(write_save(checkpoints, step, kept,
-                                                      (args.data_bytes, args.index_bytes)))
-            publisher.close()
-            server_s = server_seconds(server) - served
-    finally:
-        stop(server)
+    with serving(lowest=True) as (server, _), \
+            tempfile.TemporaryDirectory(prefix="tfyard-saves-") as copy:
+        checkpoints = os.path.join(copy, "checkpoints")
+        os.makedirs(checkpoints)
+        publisher = Publisher(f"s3://{BUCKET}/run", copy, set())
+        served, started, kept = server_seconds(server), time.monotonic(), []
+        for step in save_steps(args.steps, args.epoch_steps, args.every):
+            time.sleep(max(0.0, started + step * args.step_s - time.monotonic()))
+            kept = [*kept, step][-args.keep:]
+            publisher.checkpoint_saved(write_save(checkpoints, step, kept,
+                                                  (args.data_bytes, args.index_bytes)))
+        publisher.close()
+        server_s = server_seconds(server) - served
     saves = {name: figure for name, figure in cpu_probe.uploads.items()
              if name.startswith("ckpt-")}
     publishing = sum(seconds for name, seconds in cpu_probe.threads.items()

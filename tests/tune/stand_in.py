@@ -65,8 +65,8 @@ with published, open(path, "a") as stream:
         time.sleep(float(os.environ.get("STAND_IN_STEP_S", "0.05")))
         state = {"step": step, "top1": state["top1"] + gain}
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})   # report and save as one
-        stream.write(json.dumps({"kind": "eval", "step": step, "top1": state["top1"],
-                                 "loss": 1 - state["top1"]}) + "\n")
+        stream.write(json.dumps({"kind": "eval", "step": step, "epoch": step / STEPS_PER_EPOCH,
+                                 "top1": state["top1"], "loss": 1 - state["top1"]}) + "\n")
         stream.flush()
         with open(saved + ".tmp", "w") as checkpoint:
             json.dump(state, checkpoint)

@@ -62,6 +62,9 @@ def test_a_pruned_trial_stops_early_and_is_marked(tmp_path, monkeypatch):
     assert pruned and summary["trials"]["pruned"] == len(pruned)
     for trial in pruned:   # ended by SIGTERM before its last evaluation
         assert eval_records(trial.user_attrs["run_dir"])[-1]["step"] < 100
+        # at a rung, evaluation 1, 3 or 9 of its ten (Optuna's steps: evaluation numbers)
+        assert sorted(trial.intermediate_values) == list(range(1, max(
+            trial.intermediate_values) + 1)) and max(trial.intermediate_values) in (1, 3, 9)
 
 
 def test_failed_trials_are_recorded_until_max_failures(tmp_path, monkeypatch):

@@ -48,7 +48,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                 shared.mlflow_optional)
     if in_bucket(output_dir, "--output_dir"):
-        _check_bucket(output_dir, storage, scheduler, ray)
+        _check_bucket(storage, scheduler, ray is not None and tracked is not None)
     params = read_space(space)
     both = sorted(given & {p.name for p in params})
     if both:
@@ -105,16 +105,19 @@ def _check_settings(**settings) -> None:
             raise UserError(f"--{name} {value!r}: give {rule}")
 
 
-def _check_bucket(output_dir: str, storage: str | None, scheduler: str, ray) -> None:
-    """A study in a bucket: its trials are bucket runs written from this machine; what
-    needs more than that is refused before any trial (a bucket that is missing or cannot be
-    written too, once the cheap checks have passed)."""
+def _check_bucket(storage: str | None, scheduler: str, tracked_on_ray: bool) -> None:
+    """A study in a bucket: its trials are bucket runs; what needs a trial's local copy on
+    this machine where there is none (PBT hands over checkpoints between local copies; a
+    Ray trial's copy is on its node, where tune cannot name its MLflow run) is refused
+    before any trial (a bucket that is missing or cannot be written too, once the cheap
+    checks have passed)."""
     if not storage:
         raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
                         "can share; SQLite cannot live in a bucket)")
     for given, what in ((scheduler == "pbt", "--scheduler pbt (it hands checkpoints between "
                          "trials' local directories)"),
-                        (ray is not None, "--on ray (tune reads each trial's local copy)")):
+                        (tracked_on_ray, "MLflow tracking --on ray (tune names each trial's "
+                         "run in its local copy, on the trial's node)")):
         if given:
             raise UserError(f"--output_dir in a bucket: {what} is not supported with a "
                             "bucket study yet; give a local --output_dir")

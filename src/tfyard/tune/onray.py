@@ -3,7 +3,8 @@ is one Ray actor (or `--workers N` of them in one placement group: a gang) and e
 `launch ray` keeps (members' TF_CONFIG, SIGTERM saving, a lost actor named) holds for
 trials too. The search loop stays on this machine: it alone opens the study's storage, and
 reads each trial's reports from its run directory, which the Ray workers write (a local
-DIR for a Ray on this machine; a shared file system across machines).
+DIR for a Ray on this machine; a shared file system across machines; or a bucket prefix,
+read from the bucket: `tune.trial`).
 A trial's launcher runs in the trial's process group, so pruning (SIGTERM) and a kill reach
 its actors as they reach a local trial's process; a PBT trial's members stopping at their
 --pause_at_step end its launcher with the same exit code as a local trial's process."""

@@ -26,7 +26,7 @@ from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
 
-POLL_S = 0.5
+POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
 TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs (tests: a stand-in)
 
 
@@ -78,7 +78,8 @@ def _run(search: Search) -> dict:
     states = optuna.trial.TrialState
     study = optuna.create_study(
         storage=studies.open_storage(search.storage), study_name=search.study_name,
-        direction=search.direction, load_if_exists=True, pruner=studies.pruner(search.scheduler),
+        direction=search.direction, load_if_exists=True,
+        pruner=studies.pruner(search.scheduler, search.evaluations),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
     place = search.place()
     directory = place.home   # the logs, and the summary before a bucket's upload
@@ -209,9 +210,10 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
     command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
                "--output_dir", run_dir, "--work_dir", work_dir]
-    if search.evaluations:   # the pruner's rungs, the same steps in every trial of one length
-        epochs = params.get("epochs", search.epochs)
-        command += ["--eval_every_epochs", f"{epochs / search.evaluations:.6g}"]
+    every = None
+    if search.evaluations:   # the pruner's rungs, at the same share of every trial
+        every = params.get("epochs", search.epochs) / search.evaluations
+        command += ["--eval_every_epochs", f"{every:.6g}"]
     if search.seed is not None and "seed" not in params:
         command += ["--seed", str(search.seed)]
     if population:
@@ -223,8 +225,8 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
     log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
-    return RunningTrial(trial, place.local_run(run_dir, work_dir), command, env, log_path,
-                        search.metric, reported)
+    reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node
+    return RunningTrial(trial, reports, command, env, log_path, search.metric, reported, every)
 
 
 def _tell(search: Search, study, states, trial: RunningTrial) -> bool:
@@ -232,7 +234,7 @@ def _tell(search: Search, study, states, trial: RunningTrial) -> bool:
     name, code = search.metric.name, trial.proc.returncode
     if trial.pruned:
         study.tell(trial.trial, state=states.PRUNED)
-        print(f"tune: trial {trial.number} pruned at step {max(trial.reported)}: "
+        print(f"tune: trial {trial.number} pruned at step {trial.step}: "
               f"{name} {trial.value:.4g}", flush=True)
         return True
     if code == 0 and trial.value is not None and math.isfinite(trial.value):

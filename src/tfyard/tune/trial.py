@@ -1,7 +1,12 @@
 """One trial as it runs: an ordinary `tfyard train` process group (launch's), whose
 metrics.jsonl tune reads as it grows, reporting each figure to Optuna and stopping the run
 with SIGTERM when the pruner says so (train saves a checkpoint at SIGTERM and exits with the
-retryable PREEMPTED_EXIT_CODE, so a pruned run ends cleanly, resumable)."""
+retryable PREEMPTED_EXIT_CODE, so a pruned run ends cleanly, resumable).
+
+When tune spaces a trial's evaluations (every `every_epochs`), each figure goes to Optuna
+at its evaluation's number (1, 2, ... 10): the pruners then compare trials at the same point
+of their training whatever their batch size, and successive halving's rungs are known before
+any trial ends. Otherwise at its training step."""
 
 from __future__ import annotations
 
@@ -14,10 +19,13 @@ import time
 from collections.abc import Sequence
 
 from tfyard.launch.local import pump, signal_group, spawn
-from tfyard.runfiles.layout import RunDirectory
+from tfyard.runfiles.layout import METRICS, REPORTS, RunDirectory
+from tfyard.storage import in_bucket, read_object
 from tfyard.tune.study import Metric
 
 GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
+BUCKET_READ_S = 10.0   # a Ray trial's reports in a bucket: read this often (train uploads
+FLAG = "--output_dir"  # them every few seconds)
 
 
 class RunningTrial:
@@ -25,11 +33,14 @@ class RunningTrial:
     to `log_path`, whose last lines name a failure."""
 
     def __init__(self, trial, run_dir: str, command: Sequence[str], env: dict[str, str],
-                 log_path: str, metric: Metric, reported: Sequence[int] = ()):
+                 log_path: str, metric: Metric, reported: Sequence[int] = (),
+                 every_epochs: float | None = None):
         self.trial, self.run_dir, self.log_path, self.metric = trial, run_dir, log_path, metric
-        self.reported = set(reported)   # steps a resumed trial reported before
+        self.every_epochs = every_epochs
+        self.reported = set(reported)   # Optuna steps a resumed trial reported before
         self.value: float | None = None
-        self.pruned, self._offset, self._term_at = False, 0, None
+        self.step = 0   # the training step of its last figure told to Optuna
+        self.pruned, self._offset, self._term_at, self._read_at = False, 0, None, -math.inf
         self._log = open(log_path, "a", encoding="utf-8")
         lock = threading.Lock()
 
@@ -50,14 +61,15 @@ class RunningTrial:
         Whether it ended is asked first, so a run's last reports are read before it counts as
         ended (its value is its last figure, even when it wrote it just before exiting)."""
         ended = self.proc.poll() is not None
-        for record in self._new_records():
+        for record in self._new_records(ended):
             value = self.metric.value(record)
             if value is None:
                 continue
             self.value = value
-            step = int(record["step"])
+            step = self._optuna_step(record)
             if step not in self.reported and math.isfinite(value) and not self.pruned:
                 self.reported.add(step)
+                self.step = int(record["step"])
                 self.trial.report(value, step)
                 if not ended and self.trial.should_prune():
                     self.pruned = True
@@ -68,6 +80,14 @@ class RunningTrial:
             return False
         self._end()
         return True
+
+    def _optuna_step(self, record: dict) -> int:
+        """The step `record` goes to Optuna at: its evaluation's number when tune spaces
+        them, else its training step. (A last evaluation at the run's end, off the cadence,
+        may share the number of the one before it; Optuna keeps the first.)"""
+        if self.every_epochs:
+            return max(1, round(record["epoch"] / self.every_epochs))
+        return int(record["step"])
 
     def stop(self) -> None:
         """Ask the run to save and exit (SIGTERM to its group); SIGKILL after GRACE_S."""
@@ -97,12 +117,28 @@ class RunningTrial:
         self._pump.join(5)
         self._log.close()
 
-    def _new_records(self) -> list[dict]:
-        """The complete lines metrics.jsonl gained since the last call."""
+    def _unread(self, ended: bool) -> bytes:
+        """metrics.jsonl past what was read: on disk, or (a Ray trial of a bucket study,
+        whose local copy is on its node) the bucket's object, read whole, at most every
+        BUCKET_READ_S and once more when the trial has ended (train uploads it at its exit).
+        A file shorter than what was read was rewritten: a resumed trial dropped the reports
+        of steps it runs again."""
+        if in_bucket(self.run_dir, FLAG):
+            if not ended and time.monotonic() - self._read_at < BUCKET_READ_S:
+                return b""
+            self._read_at = time.monotonic()
+            data = read_object(f"{self.run_dir}/{METRICS}{REPORTS}", FLAG) or b""
+            if len(data) < self._offset:
+                self._offset = 0
+            return data[self._offset:]
         run = RunDirectory(self.run_dir)
-        if run.files.size(run.metrics) < self._offset:   # rewritten: a resumed trial dropped
-            self._offset = 0                            # the reports of steps it runs again
-        data = run.files.read_from(run.metrics, self._offset)
+        if run.files.size(run.metrics) < self._offset:
+            self._offset = 0
+        return run.files.read_from(run.metrics, self._offset)
+
+    def _new_records(self, ended: bool) -> list[dict]:
+        """The complete lines metrics.jsonl gained since the last call."""
+        data = self._unread(ended)
         complete = data[:data.rfind(b"\n") + 1]
         self._offset += len(complete)
         records = []

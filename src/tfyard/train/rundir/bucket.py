@@ -75,7 +75,9 @@ PERIOD_S = 10.0   # how often changed files are uploaded
 # after 1, 2, 4, 8, then every 10 s
 TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add=True,
                 spacing=PERIOD_S)
-NICE = 10   # the publisher's OS priority below training's: a step's threads go first
+# the publisher's OS priority below training's, the lowest there is: its work is never
+# urgent (one checkpoint a period), so every thread of a step takes a core before it
+NICE = 19
 FLAG = "--output_dir"
 
 
