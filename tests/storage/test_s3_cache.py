@@ -3,7 +3,7 @@ server, without training: an object changed mid-run is one line, in the reader's
 through a tf.data pipeline alike; a set `data convert` wrote is counted from its index, no
 shard fetched; a seeded epoch of a set five times the limit fetches each shard once, and a
 scan of the split streams within the limit too; in the unseeded order a member fetches only
-its own files (TFRecord shards, an image folder's images); two processes reading a set ten
+its own files (slim TFRecord shards, an image folder's images); two processes reading a set ten
 times the limit into one work dir share the limit, on s3:// and on gs:// (the GCS
 emulator); a run that cannot stream (parameter servers) is refused a set larger than the
 limit; a whole copy an earlier run made is removed once the set streams."""
@@ -20,7 +20,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.data.helpers import write_folder, write_imagenet, write_records
+from tests.data.helpers import (
+    coloured,
+    image_bytes,
+    tf_example,
+    write_folder,
+    write_imagenet,
+    write_records,
+)
 from tests.storage.conftest import gcs_upload, upload
 from tfyard.errors import UserError
 from tfyard.storage import location, sharing, stream
@@ -122,16 +129,24 @@ def test_unseeded_members_fetch_only_their_own_files(s3, tmp_path):
     from tfyard.data import build_dataset, dataset_info, local_data
     from tfyard.data.formats.folder import listing
     from tfyard.data.formats.framing import write_index
+    from tfyard.data.formats.tfrecord import shards as shards_of
 
+    # slim-style TFRecords (`tfrecord`: *train*.tfrecord and labels.txt), indexed
     records, photos = tmp_path / "records", tmp_path / "photos"
-    write_imagenet(records, {"train": [[1, 2]] * 8, "validation": [[1]]})
-    write_index(str(records), {path.name: 1 if path.name.startswith("validation") else 2
+    records.mkdir()
+    for number in range(8):
+        write_records(records / f"set_train_{number}.tfrecord",
+                      [tf_example(image_bytes(coloured(label)), label) for label in (0, 1)])
+    write_records(records / "set_validation_0.tfrecord",
+                  [tf_example(image_bytes(coloured(0)), 0)])
+    write_index(str(records), {path.name: 1 if "validation" in path.name else 2
                                for path in records.iterdir()})
+    (records / "labels.txt").write_text("0:a\n1:b\n")
     write_folder(photos, {"cat": 10, "dog": 10})
     upload(s3, records, "unseeded", "records")
     upload(s3, photos, "unseeded", "photos")
     second = tf.distribute.InputContext(2, 1, 2)   # the second of two members
-    for name, prefix in (("imagenet", "records"), ("imagefolder", "photos")):
+    for name, prefix in (("tfrecord", "records"), ("imagefolder", "photos")):
         work, total = tmp_path / name, sum(path.stat().st_size
                                            for path in (tmp_path / prefix).rglob("*"))
         root = local_data(name, f"s3://unseeded/{prefix}", str(work), total // 3)
@@ -140,7 +155,7 @@ def test_unseeded_members_fetch_only_their_own_files(s3, tmp_path):
         batches = build_dataset(name, "train", root, batch_size=2, image_size=16,
                                 input_context=second, repeat=False, cache_dir=str(work))
         assert sum(int(labels.shape[0]) for _, labels in batches) == 8
-        files = (sorted(stream.listed(root))[1:8:2] if name == "imagenet"   # by file
+        files = (shards_of(name, root, "train")[1::2] if name == "tfrecord"   # by file
                  else [path for path, _ in listing(root, "train")[1]][1::2])   # by image
         # the whole epoch fetched this member's files only, each once
         assert stream.figures(str(work))[0]["fetched"] == sum(
