@@ -1,9 +1,12 @@
 """The bounded cache of a bucket's data (`storage.stream`) on its own, against a real S3
 server, without training: an object changed mid-run is one line, in the reader's thread and
 through a tf.data pipeline alike; a set `data convert` wrote is counted from its index, no
-shard fetched; a seeded epoch of a set five times the limit fetches each shard once; two
-processes reading one prefix into one work dir share the limit; a run that cannot stream
-(parameter servers) is refused a set larger than the limit."""
+shard fetched; a seeded epoch of a set five times the limit fetches each shard once, and a
+scan of the split streams within the limit too; in the unseeded order a member fetches only
+its own files (slim TFRecord shards, an image folder's images); two processes reading a set ten
+times the limit into one work dir share the limit, on s3:// and on gs:// (the GCS
+emulator); a run that cannot stream (parameter servers) is refused a set larger than the
+limit; a whole copy an earlier run made is removed once the set streams."""
 
 from __future__ import annotations
 
@@ -17,8 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.data.helpers import write_imagenet, write_records
-from tests.storage.conftest import upload
+from tests.data.helpers import (
+    coloured,
+    image_bytes,
+    tf_example,
+    write_folder,
+    write_imagenet,
+    write_records,
+)
+from tests.storage.conftest import gcs_upload, upload
 from tfyard.errors import UserError
 from tfyard.storage import location, sharing, stream
 
@@ -91,6 +101,7 @@ def test_a_converted_set_is_counted_from_its_index(s3, tmp_path):
 def test_a_seeded_epoch_fetches_each_shard_once(s3, tmp_path):
     from tfyard.data import build_dataset
     from tfyard.data.formats.framing import INDEX_FILE, write_index
+    from tfyard.data.inspect import problems
 
     data = tmp_path / "data"
     write_imagenet(data, {"train": [[1, 2]] * 20})
@@ -105,16 +116,60 @@ def test_a_seeded_epoch_fetches_each_shard_once(s3, tmp_path):
     assert sum(int(labels.shape[0]) for _, labels in batches) == 40
     # every shard was read from an empty cache, so each was fetched once: no second pass
     assert stream.figures(str(work))[0]["fetched"] == shards
+    # a scan of the split (the decode-error check, --skip_corrupt's count) streams too
+    assert not list(problems("imagenet", root, "train", cache_dir=str(work)))
+    cache = stream.figures(str(work))[0]
+    assert cache["fetched"] > shards and cache["high_water"] <= cache["limit"] + cache[
+        "open_high"], cache
 
 
-# A second member on the node: reads the 8 shards of s3://shared/set through the cache of
+def test_unseeded_members_fetch_only_their_own_files(s3, tmp_path):
+    import tensorflow as tf
+
+    from tfyard.data import build_dataset, dataset_info, local_data
+    from tfyard.data.formats.folder import listing
+    from tfyard.data.formats.framing import write_index
+    from tfyard.data.formats.tfrecord import shards as shards_of
+
+    # slim-style TFRecords (`tfrecord`: *train*.tfrecord and labels.txt), indexed
+    records, photos = tmp_path / "records", tmp_path / "photos"
+    records.mkdir()
+    for number in range(8):
+        write_records(records / f"set_train_{number}.tfrecord",
+                      [tf_example(image_bytes(coloured(label)), label) for label in (0, 1)])
+    write_records(records / "set_validation_0.tfrecord",
+                  [tf_example(image_bytes(coloured(0)), 0)])
+    write_index(str(records), {path.name: 1 if "validation" in path.name else 2
+                               for path in records.iterdir()})
+    (records / "labels.txt").write_text("0:a\n1:b\n")
+    write_folder(photos, {"cat": 10, "dog": 10})
+    upload(s3, records, "unseeded", "records")
+    upload(s3, photos, "unseeded", "photos")
+    second = tf.distribute.InputContext(2, 1, 2)   # the second of two members
+    for name, prefix in (("tfrecord", "records"), ("imagefolder", "photos")):
+        work, total = tmp_path / name, sum(path.stat().st_size
+                                           for path in (tmp_path / prefix).rglob("*"))
+        root = local_data(name, f"s3://unseeded/{prefix}", str(work), total // 3)
+        assert root.startswith(str(work / "bucket-stream"))
+        dataset_info(name, root, cache_dir=str(work))   # an index: counts fetch nothing
+        batches = build_dataset(name, "train", root, batch_size=2, image_size=16,
+                                input_context=second, repeat=False, cache_dir=str(work))
+        assert sum(int(labels.shape[0]) for _, labels in batches) == 8
+        files = (shards_of(name, root, "train")[1::2] if name == "tfrecord"   # by file
+                 else [path for path, _ in listing(root, "train")[1]][1::2])   # by image
+        # the whole epoch fetched this member's files only, each once
+        assert stream.figures(str(work))[0]["fetched"] == sum(
+            stream.identity(path)[1][0] for path in files)
+
+
+# A second member on the node: reads every shard of URL (argv 3) through the cache of
 # WORK (argv 1) at LIMIT (argv 2), sampling the disk both members' files take meanwhile.
 MEMBER = """
 import json, os, sys, threading, time
 from tfyard.storage import location, sharing, stream
 
-work, limit = sys.argv[1], int(sys.argv[2])
-root = stream.readable(location("s3://shared/set", "--data_dir"), work,
+work, limit, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+root = stream.readable(location(url, "--data_dir"), work,
                        stream.Streaming(limit, lambda name: name.startswith("train-")),
                        "--data_dir")
 share, peak, done = stream._caches[root].share(), [0], threading.Event()
@@ -125,23 +180,26 @@ def sample():
         time.sleep(0.005)
 
 threading.Thread(target=sample, daemon=True).start()
-paths = [os.path.join(root, f"train-{n:05d}-of-00008") for n in range(8)]
+paths = sorted(stream.listed(root))
 stream.announce(paths)
 for path in paths:
     with stream.held(path):
-        time.sleep(0.05)
+        time.sleep(0.01)
 done.set()
 print(json.dumps({"root": root, "share": share, "peak": peak[0]}))
 """
 
 
-def test_two_members_on_one_node_share_the_limit(s3, tmp_path):
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_two_members_on_one_node_share_the_limit(scheme, request, tmp_path):
     import tfyard
 
-    upload(s3, shards(tmp_path / "data", 8), "shared", "set")
-    work, limit = tmp_path / "work", 4 * SIZE
-    root = cached("s3://shared/set", work, limit)
-    paths = [os.path.join(root, f"train-{n:05d}-of-00008") for n in range(8)]
+    client = request.getfixturevalue({"s3": "s3", "gs": "gcs"}[scheme])
+    (upload if scheme == "s3" else gcs_upload)(client, shards(tmp_path / "data", 40),
+                                               "shared", "set")
+    url, work, limit = f"{scheme}://shared/set", tmp_path / "work", 4 * SIZE   # a tenth
+    root = cached(url, work, limit)
+    paths = sorted(stream.listed(root))
     stream.announce(paths)
     for path in paths[:4]:   # this member has filled its cache, and waits
         with stream.held(path):
@@ -150,8 +208,8 @@ def test_two_members_on_one_node_share_the_limit(s3, tmp_path):
     assert cache.share() == limit and cache.high_water <= limit
 
     member = subprocess.run(
-        [sys.executable, "-c", MEMBER, str(work), str(limit)], capture_output=True, text=True,
-        timeout=120, check=True,
+        [sys.executable, "-c", MEMBER, str(work), str(limit), url], capture_output=True,
+        text=True, timeout=120, check=True,
         env={**os.environ, "PYTHONPATH": str(Path(tfyard.__file__).parents[1])})
     other = json.loads(member.stdout)
     assert other["root"] == f"{root}.1" and other["share"] == limit // 2
@@ -169,3 +227,7 @@ def test_a_run_that_cannot_stream_is_refused_a_set_larger_than_the_limit(s3, tmp
                        "4 kB or more for a whole copy$"):
         cached("s3://remote/set", tmp_path / "ps", 2 * SIZE, "ps runs cannot; fix")
     assert not (tmp_path / "ps").exists()
+    # read in pieces once the limit is below the set: the whole copy is removed, not kept
+    assert cached("s3://remote/set", tmp_path / "whole", 2 * SIZE).startswith(
+        str(tmp_path / "whole" / "bucket-stream"))
+    assert not (tmp_path / "whole" / "bucket-data" / "s3" / "remote" / "set").exists()

@@ -42,14 +42,13 @@ def ids(work) -> dict[int, str]:
                 for record in map(json.loads, lines)}
 
 
-def killed_once_saved(argv: list[str], client, bucket: str, prefix: str) -> None:
-    """Run `tfyard` `argv` in a fresh process and SIGKILL it once the bucket holds a
-    checkpoint of the run (its first save, uploaded), before the run ends."""
+def killed_once(argv: list[str], saved) -> None:
+    """Run `tfyard` `argv` in a fresh process and SIGKILL it once `saved()` (its first save
+    is where a resume finds it), before the run ends."""
     run = subprocess.Popen([sys.executable, "-m", "tfyard", *argv], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: client.list_objects_v2(
-            Bucket=bucket, Prefix=f"{prefix}/checkpoints/checkpoint")["KeyCount"], run)
+        wait_for(saved, run)
         os.kill(run.pid, signal.SIGKILL)
     finally:
         run.kill()
@@ -78,8 +77,9 @@ def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monk
     # SIGKILLed once a save is in the bucket, then resumed on a new node: an empty cache,
     # the limit from the environment
     url, work = "s3://big/runs/there", tmp_path / "work"
-    killed_once_saved(train("s3://big/imagenet", url, work, "--data_cache_limit", str(limit)),
-                      s3, "big", "runs/there")
+    killed_once(train("s3://big/imagenet", url, work, "--data_cache_limit", str(limit)),
+                lambda: s3.list_objects_v2(Bucket="big", Prefix="runs/there/checkpoints/"
+                                           "checkpoint")["KeyCount"])
     before = ids(work)
     assert before and all(before[step] == here[step] for step in before)
     monkeypatch.setenv("TFYARD_DATA_CACHE_LIMIT", str(limit))
@@ -101,9 +101,14 @@ def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monk
     assert cache["open_high"] <= 12 * max(sizes), cache
     with open(copy.metrics, encoding="utf-8") as lines:
         reports = [json.loads(line) for line in lines]
-    marks = [report["data_cache_high_water"] for report in reports
-             if report["kind"] == "train" and report["step"] > summary["resumed_from_step"]]
+    trained = [report for report in reports
+               if report["kind"] == "train" and report["step"] > summary["resumed_from_step"]]
+    marks = [report["data_cache_high_water"] for report in trained]
     assert marks and 0 < marks[0] <= marks[-1] <= cache["high_water"], marks   # as it went
+    # the seconds the cache kept training waiting so far, beside the loop's input wait
+    waits = [report["data_cache_wait"] for report in trained]
+    assert waits == sorted(waits) and waits[-1] <= cache["wait_sec"], waits
+    assert all(0 <= report["input_wait"] <= 1 for report in trained)
     with open(copy.run_file, encoding="utf-8") as stream:
         assert json.load(stream)["data_cache_limit"] == limit
     capsys.readouterr()

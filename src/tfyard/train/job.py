@@ -348,10 +348,13 @@ def _finish(prepared: Prepared, state: RunState) -> dict:
     if not cluster.is_coordinator:
         return summary
     if options.skip_corrupt:
+        from tfyard.data import local_data
         from tfyard.data.inspect import problems
 
-        summary["skipped_records"] = sum(1 for _ in problems(
-            options.dataset, plat.data_dir, "train", cache_dir=plat.work_dir))
+        # the training's own copy or cache of a bucket's data (`local_data`), not a new one
+        summary["skipped_records"] = sum(1 for _ in problems(options.dataset, local_data(
+            options.dataset, plat.data_dir, plat.work_dir, options.data_cache_limit), "train",
+            cache_dir=plat.work_dir))
         log.info(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
                  "training record(s) (`tfyard data inspect --verify` lists them)")
     write_json_atomic(RunDirectory(plat.output_dir).summary, summary)

@@ -21,6 +21,7 @@ from tfyard.data.formats.base import (
 )
 from tfyard.data.formats.framing import CHECKSUM, log, record_counts, walk
 from tfyard.errors import UserError, plain_op_error
+from tfyard.storage import stream
 
 IMAGENET_COUNTS = {"train": 1_281_167, "validation": 50_000}
 _PATTERNS = {
@@ -191,19 +192,22 @@ def scan_files(files: list[str], num_classes: int, offset: int, decode: bool):
     Each file gets a parallel graph-mode pass first; only a file in which some record fails
     it is read again record by record, to say which record and why. Verifying ImageNet so
     takes the time of one input-pipeline epoch, not of a Python loop over 1.28 M images.
+    Shards in a bucket's cache are fetched ahead in this order and held while scanned.
     """
+    stream.announce(files)
     for path in files:
-        facts = _fast_scan(path, decode)
-        if facts is None:
-            yield from _slow_scan(path, num_classes, offset, decode)
-        else:
-            for index, (label, height, width) in enumerate(facts):
-                label = int(label) + offset
-                yield Record(path, index, label, (int(height), int(width)),
-                             check_label(label, num_classes))
-        count, problem = walk(path)  # TensorFlow ends quietly inside a truncated header
-        if problem:
-            yield Record(path, count, problem=problem)
+        with stream.held(path):
+            facts = _fast_scan(path, decode)
+            if facts is None:
+                yield from _slow_scan(path, num_classes, offset, decode)
+            else:
+                for index, (label, height, width) in enumerate(facts):
+                    label = int(label) + offset
+                    yield Record(path, index, label, (int(height), int(width)),
+                                 check_label(label, num_classes))
+            count, problem = walk(path)  # TensorFlow ends quietly inside a truncated header
+            if problem:
+                yield Record(path, count, problem=problem)
 
 
 def _fast_scan(path: str, decode: bool):
