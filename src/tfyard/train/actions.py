@@ -235,7 +235,11 @@ class PreemptionAction(Action):
     def on_end(self, state: RunState) -> None:
         if state.stop_reason not in (PREEMPTED, PAUSED):
             return
-        saved = state.outputs.get("checkpoint") or ""
-        if not saved.endswith(f"ckpt-{state.step}"):  # not saved at a boundary this round
+        # saved at a boundary this round, or resumed where it was to stop: a second save
+        # would rewrite the same files (in a bucket, objects of one name, not at once)
+        saved = state.outputs.get("checkpoint") or self.checkpoints.latest() or ""
+        if saved.endswith(f"ckpt-{state.step}"):
+            state.outputs["checkpoint"] = saved
+        else:
             self.synchronize()
             state.outputs["checkpoint"] = self.checkpoints.save(state.step)

@@ -53,13 +53,19 @@ def test_preempted_at_a_boundary_saves_once(tmp_path):
 
 def test_a_pause_stops_at_its_step_mid_chunk_and_at_once_on_a_rerun_there(tmp_path):
     """--pause_at_step (tune's PBT): a stop as a preemption's (saved there), at the step asked,
-    told apart from one (launchers restart a preempted job, not a paused one)."""
+    told apart from one (launchers restart a preempted job, not a paused one). A rerun
+    there saves nothing again: the same names rewritten would, in a bucket, not be at once."""
     for pause_at, start in ((7, 0), (7, 7), (13, 7)):   # chunks of 2 steps: 7 cuts one
+        kept = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob(f"ckpt-{start}.*")}
         run, _ = controller(tmp_path, pause_at=pause_at)
         state = run.run()
         assert (run.state.start_step, state.step, state.stop_reason) == (start, pause_at,
                                                                           PAUSED)
         assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{pause_at}")
+        assert state.outputs["checkpoint"].endswith(f"ckpt-{pause_at}")
+        if start == pause_at:
+            assert kept and kept == {p.name: p.stat().st_mtime_ns
+                                     for p in tmp_path.glob(f"ckpt-{start}.*")}
 
 
 def test_a_signal_at_the_last_chunk_is_a_finished_run(tmp_path):
