@@ -167,9 +167,8 @@ class Cache:
         if name is None:
             return None
         size, share = self.entries[name].size, self.share()
-        if wanted is None:
-            if not self._make_room(size + self._open_bytes(), self._disk, read=True,
-                                   share=share):
+        if wanted is None:   # ahead of the readers: within the share beside the files open
+            if not self._make_room(size, self._disk, read=True, share=share):
                 return None
         elif not (self._make_room(size, self._disk, read=True, share=share)
                   or self._make_room(size, reversed(self._disk), read=False, share=share)):
