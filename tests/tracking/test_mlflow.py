@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -134,7 +135,9 @@ def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_late
         mlflow_uri, experiment, tmp_path, digits_work, monkeypatch, capsys):
     """The server goes away and comes back as the run trains: unreachable through a loopback
     proxy that drops each request unanswered (`StoreProxy.stop`, a crash or a lost network),
-    then passes them on again, timed on the run's own reports. The run trains in this
+    then passes them on again, once the run has trained on and said the failure (a request
+    waits MLFLOW_HTTP_REQUEST_TIMEOUT, 3 s here: on a fast machine a run trains past an
+    outage timed on its reports alone before a request has failed). The run trains in this
     process; a thread of its own switches the proxy."""
     out = tmp_path / "run"
     flags = ["train", *FAST, "--output_dir", str(out), "--work_dir", str(digits_work),
@@ -142,7 +145,10 @@ def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_late
     proxy = StoreProxy(mlflow_uri)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", proxy.url)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
-    paused = []
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "3")
+    paused, said = [], threading.Event()
+    heard = logging.Handler()
+    heard.emit = lambda record: said.set() if " failed" in record.getMessage() else None
 
     def outage():
         try:
@@ -150,17 +156,20 @@ def test_a_server_that_goes_away_never_pauses_training_and_gets_the_metrics_late
             proxy.stop()
             reached = len(report_steps(out))         # the server is gone: training goes on
             wait_for(lambda: len(report_steps(out)) >= reached + 12, timeout=60)
+            assert said.wait(60), "no failure said"  # (a run that ends first waits to flush)
         except AssertionError as error:
             paused.append(error)
         finally:
             proxy.release()                          # back, before the run ends
 
     switch = threading.Thread(target=outage, daemon=True)
+    logging.getLogger("tfyard").addHandler(heard)
     try:
         switch.start()
         done = run_here(capsys, *flags)
         switch.join()
     finally:
+        logging.getLogger("tfyard").removeHandler(heard)
         proxy.close()
     output = done.stdout + done.stderr
     assert done.returncode == 0 and not paused, (paused, output[-3000:])
