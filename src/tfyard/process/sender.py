@@ -139,6 +139,11 @@ class Sender:
         self._given_up.set()
         return False
 
+    @property
+    def given_up(self) -> bool:
+        """Whether `close` has stopped waiting for the last round."""
+        return self._given_up.is_set()
+
     def _run(self) -> None:
         if self.nice and sys.platform.startswith("linux"):
             with contextlib.suppress(OSError):   # a thread's id is a PRIO_PROCESS id there

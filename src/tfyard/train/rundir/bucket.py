@@ -44,6 +44,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tfyard.errors import UserError
@@ -87,7 +88,7 @@ class Publisher:
     def __init__(self, url: str, copy: str, names: set[str]):
         self.url, self.copy, self.run = url, copy, RunDirectory(copy)
         self.place = location(url, FLAG)
-        self.store = stores.of(self.place.scheme)
+        self.store = _UntilGivenUp(stores.of(self.place.scheme), lambda: self._sender.given_up)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
         self._down_s = outage_seconds()
@@ -191,6 +192,25 @@ class Publisher:
         self.store.delete(self.place.child(name), FLAG)
         self._remote.discard(name)
         self._sent.pop(name, None)
+
+
+class _UntilGivenUp:
+    """The store as the publisher's thread calls it: every call refused once `close` gave up
+    waiting, so a round in flight ends at its next call and nothing reaches the bucket after
+    the run said its latest files are kept locally (a request already sent may land; its
+    checkpoint's pointer does not). Else a run in a notebook would write on, lease or not."""
+
+    def __init__(self, store, given_up: Callable[[], bool]):
+        self._store, self._given_up = store, given_up
+
+    def __getattr__(self, name: str):
+        call = getattr(self._store, name)
+
+        def unless_given_up(*args, **kwargs):
+            if self._given_up():
+                raise RuntimeError("the run gave up on the store")
+            return call(*args, **kwargs)
+        return unless_given_up
 
 
 def _version(path: str) -> tuple[int, int] | None:
