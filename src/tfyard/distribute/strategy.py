@@ -238,8 +238,8 @@ def end_together() -> None:
         compat.wait_at_barrier(END_BARRIER, int(_end_timeout_s * 1000))
     except tf.errors.OpError:  # another member failed; its own exit code reports it
         return
-    if _end_leader is not None:
-        _outlive(_end_leader)
+    if _end_leader is not None:   # so its coordination service never sees this member go
+        _while_reachable(_end_leader, OUTLIVE_LEADER_S, poll=0.1)
 
 
 def _leader_address(cluster: ClusterConfig) -> str:
@@ -248,11 +248,11 @@ def _leader_address(cluster: ClusterConfig) -> str:
     return (cluster.jobs.get("chief") or cluster.jobs["worker"])[0]
 
 
-def _outlive(leader: str, poll: float = 0.1) -> None:
-    """Wait until nothing listens at the leader's address (its process has ended), for at
-    most OUTLIVE_LEADER_S, so its coordination service never sees this member go."""
-    ends = time.monotonic() + OUTLIVE_LEADER_S
-    while time.monotonic() < ends and reachable(leader, timeout=poll):
+def _while_reachable(address: str, seconds: float, poll: float) -> None:
+    """Wait until nothing listens at `address` (its process has ended), for at most
+    `seconds`, looking every `poll` s."""
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends and reachable(address):
         time.sleep(poll)
 
 
@@ -326,9 +326,7 @@ def serve(cluster: ClusterConfig, startup_timeout: float, poll: float = 1.0,
             return LOST_PEER_EXIT_CODE
         print(f"tfyard: chief {chief} has ended; {me} stops", file=sys.stderr, flush=True)
         return 0
-    ends = time.monotonic() + grace
-    while time.monotonic() < ends and reachable(chief):
-        time.sleep(poll / 4)
+    _while_reachable(chief, grace, poll / 4)
     print(f"tfyard: {me} got SIGTERM; stops (exit {PREEMPTED_EXIT_CODE}, safe to restart)",
           file=sys.stderr, flush=True)
     return PREEMPTED_EXIT_CODE
