@@ -24,6 +24,14 @@ def coloured(label: int, height: int = 40, width: int = 48) -> np.ndarray:
     return pixels
 
 
+def speckled(label: int, height: int = 64, width: int = 80) -> np.ndarray:
+    """`coloured`'s image with its label's fixed noise in the green channel: a JPEG some
+    kilobytes large, where a shard must outweigh the small files beside it."""
+    pixels = coloured(label, height, width)
+    pixels[..., 1] = np.random.default_rng(label).integers(0, 256, (height, width))
+    return pixels
+
+
 def tf_example(encoded: bytes, label: int, box=None) -> bytes:
     import tensorflow as tf
 
@@ -49,13 +57,15 @@ def write_records(path, records) -> None:
             writer.write(record)
 
 
-def write_imagenet(root, labels_by_shard: dict[str, list[list[int]]], box=None) -> None:
-    """ImageNet layout: `<split>-%05d-of-%05d` shards of real JPEGs, labels 1-based."""
+def write_imagenet(root, labels_by_shard: dict[str, list[list[int]]], box=None,
+                   pixels=coloured) -> None:
+    """ImageNet layout: `<split>-%05d-of-%05d` shards of real JPEGs (`pixels(label)`),
+    labels 1-based."""
     os.makedirs(root, exist_ok=True)
     for split, shards in labels_by_shard.items():
         for i, labels in enumerate(shards):
             write_records(os.path.join(root, f"{split}-{i:05d}-of-{len(shards):05d}"),
-                          [tf_example(image_bytes(coloured(lab)), lab, box) for lab in labels])
+                          [tf_example(image_bytes(pixels(lab)), lab, box) for lab in labels])
 
 
 def write_cifar(root, name: str, splits: dict[str, list[list[int]]]) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.data.helpers import write_imagenet
+from tests.data.helpers import speckled, write_imagenet
 from tests.storage.conftest import (
     free_port,
     gcs_upload,
@@ -154,7 +154,8 @@ def test_each_gcs_fault_is_one_line_in_seconds(gcs, tmp_path, capsys, monkeypatc
 
 def test_a_set_ten_times_the_cache_streams_from_gs_as_from_disk(gcs, tmp_path):
     data = tmp_path / "data"
-    write_imagenet(data, {"train": [[1, 2]] * SHARDS, "validation": [[1, 2]] * 2})
+    write_imagenet(data, {"train": [[1, 2]] * SHARDS, "validation": [[1, 2]] * 2},
+                   pixels=speckled)
     gcs_upload(gcs, data, "streamed", "imagenet")
     sizes = [path.stat().st_size for path in data.iterdir()]
     limit = sum(sizes) // 10

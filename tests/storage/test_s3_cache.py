@@ -1,12 +1,14 @@
 """The bounded cache of a bucket's data (`storage.stream`) on its own, against a real S3
 server, without training: an object changed mid-run is one line, in the reader's thread and
 through a tf.data pipeline alike; a set `data convert` wrote is counted from its index, no
-shard fetched; a seeded epoch of a set five times the limit fetches each shard once, and a
-scan of the split streams within the limit too; in the unseeded order a member fetches only
-its own files (slim TFRecord shards, an image folder's images); two processes reading a set ten
-times the limit into one work dir share the limit, on s3:// and on gs:// (the GCS
-emulator); a run that cannot stream (parameter servers) is refused a set larger than the
-limit; a whole copy an earlier run made is removed once the set streams."""
+shard fetched; shards tfyard did not write are walked by the first run alone, which leaves
+their counts beside them (on s3:// and gs://); a seeded epoch of a set five times the limit
+fetches each shard once, and a scan of the split streams within the limit too; in the
+unseeded order a member fetches only its own files (slim TFRecord shards, an image folder's
+images); two processes reading a set ten times the limit into one work dir share the limit,
+on s3:// and on gs:// (the GCS emulator); a run that cannot stream (parameter servers) is
+refused a set larger than the limit; a whole copy an earlier run made is removed once the
+set streams."""
 
 from __future__ import annotations
 
@@ -96,6 +98,80 @@ def test_a_converted_set_is_counted_from_its_index(s3, tmp_path):
     local = shards_of("imagenet", str(data), "train")
     write_records(local[0], [b"x"] * 3)
     assert record_counts(local) == [3, 2, 2, 2] and (data / INDEX_FILE).exists()
+
+
+class Objects:
+    """The objects of one bucket, read and written through the scheme's own client."""
+
+    def __init__(self, scheme: str, client, bucket: str):
+        self.scheme, self.client, self.bucket = scheme, client, bucket
+
+    def get(self, key: str) -> bytes:
+        if self.scheme == "s3":
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return self.client.bucket(self.bucket).blob(key).download_as_bytes()
+
+    def put(self, key: str, body: bytes) -> None:
+        if self.scheme == "s3":
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+        else:
+            self.client.bucket(self.bucket).blob(key).upload_from_string(body)
+
+    def versions(self, prefix: str) -> dict[str, tuple[int, str]]:
+        """name under `prefix`: (size, version: S3's ETag, GCS's generation)."""
+        if self.scheme == "s3":
+            found = self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix)["Contents"]
+            return {key["Key"][len(prefix):]: (key["Size"], key["ETag"]) for key in found}
+        return {blob.name[len(prefix):]: (blob.size, str(blob.generation))
+                for blob in self.client.list_blobs(self.bucket, prefix=prefix)}
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_shards_tfyard_did_not_write_are_walked_once_for_every_node(scheme, request, tmp_path,
+                                                                     caplog):
+    from tfyard.data.formats.framing import INDEX_FILE, record_counts
+    from tfyard.data.formats.tfrecord import shards as shards_of
+
+    client = request.getfixturevalue({"s3": "s3", "gs": "gcs"}[scheme])
+    objects = Objects(scheme, client, "foreign")
+
+    def counted(work) -> tuple[list[int], int]:
+        root = cached(f"{scheme}://foreign/set", work, 4000)
+        counts = record_counts(shards_of("imagenet", root, "train"), str(work))
+        return counts, stream.figures(str(work))[0]["fetched"]
+
+    def index() -> dict:
+        return json.loads(objects.get(f"set/{INDEX_FILE}"))
+
+    def shards() -> int:
+        return sum(path.stat().st_size for path in data.glob("train-*"))
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for number, count in enumerate((3, 1, 2, 4, 2, 3)):
+        write_records(data / f"train-{number:05d}-of-00006", [b"r" * 300] * count)
+    (upload if scheme == "s3" else gcs_upload)(client, data, "foreign", "set")
+    assert counted(tmp_path / "first") == ([3, 1, 2, 4, 2, 3], shards())   # each fetched once
+    assert sorted(objects.versions("set/"))[0] == INDEX_FILE   # then the shards
+    assert index() == {name: [size, version, count] for (name, (size, version)), count in zip(
+        sorted(objects.versions("set/").items())[1:], (3, 1, 2, 4, 2, 3), strict=True)}
+
+    # another node (a new work dir, an empty cache) fetches none of them to count them
+    assert counted(tmp_path / "second") == ([3, 1, 2, 4, 2, 3], 0)
+
+    # a shard rewritten in the bucket is not that version: walked again, its entry replaced
+    rewritten = data / "train-00001-of-00006"
+    write_records(rewritten, [b"r" * 300] * 5)
+    objects.put("set/train-00001-of-00006", rewritten.read_bytes())
+    assert counted(tmp_path / "third") == ([3, 5, 2, 4, 2, 3], rewritten.stat().st_size)
+    assert index()["train-00001-of-00006"][2] == 5 and len(index()) == 6
+
+    # an index tfyard cannot read is left as it is; the counts stay in the work dir
+    objects.put(f"set/{INDEX_FILE}", b"someone else's")
+    with caplog.at_level("INFO", logger="tfyard"):
+        assert counted(tmp_path / "fourth")[1] == shards()
+    assert objects.get(f"set/{INDEX_FILE}") == b"someone else's"
+    assert "not an index of record counts tfyard wrote" in caplog.text
 
 
 def test_a_seeded_epoch_fetches_each_shard_once(s3, tmp_path):

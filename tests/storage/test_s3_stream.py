@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 
-from tests.data.helpers import write_folder, write_imagenet
+from tests.data.helpers import speckled, write_folder, write_imagenet
 from tests.reliability.conftest import wait_for
 from tests.storage.conftest import refused, upload
 from tfyard.cli import main
@@ -58,7 +58,8 @@ def killed_once(argv: list[str], saved) -> None:
 
 def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monkeypatch):
     data = tmp_path / "data"
-    write_imagenet(data, {"train": [[1, 2]] * SHARDS, "validation": [[1, 2]] * 2})
+    write_imagenet(data, {"train": [[1, 2]] * SHARDS, "validation": [[1, 2]] * 2},
+                   pixels=speckled)
     upload(s3, data, "big", "imagenet")
     sizes = [path.stat().st_size for path in data.iterdir()]
     limit = sum(sizes) // 10

@@ -132,3 +132,28 @@ def test_mixed_precision_trains(tmp_path, digits_work, dtype):
     records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "train"]
     assert all(np.isfinite(r["loss"]) for r in records)
     assert records[-1]["loss"] < records[0]["loss"]
+
+
+def test_a_seeded_runs_weights_ignore_what_drew_from_pythons_random(tmp_path, digits_work,
+                                                                    monkeypatch):
+    """Keras draws each initializer's seed from Python's global random: a store client
+    drawing from it while the task is made (a GCS upload's multipart boundary) must not
+    move a seeded run's weights."""
+    import random
+
+    from tfyard.train.task import task
+
+    def digest(out) -> str:
+        main_here("train", *FAST, "--output_dir", out, "--work_dir", digits_work,
+                  "--train_steps", "1", "--steps_per_loop", "1", "--no_export")
+        return read_json(out / "summary.json")["weights_digest"]
+
+    unbroken = digest(tmp_path / "plain")
+    made = task.make_task
+
+    def drawing(*args, **kwargs):
+        random.random()
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(task, "make_task", drawing)
+    assert digest(tmp_path / "drawn") == unbroken

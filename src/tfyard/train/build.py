@@ -79,8 +79,6 @@ def start_strategy(context: RunContext) -> tf.distribute.Strategy:
     options = context.options
     keep_freed_memory()   # each step reuses the last one's buffers (train.host_memory)
     strategies.configure_cpu_replicas(options.cpu_replicas)
-    if options.seed is not None:
-        keras.utils.set_random_seed(options.seed)
     return strategies.create_strategy(context.plan, context.cluster, context.plat.num_gpus)
 
 
@@ -92,6 +90,11 @@ def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -
         else cluster.num_workers
     numbers = _numbers(options, task, replicas, input_pipelines(plan, cluster))
     policy = dtype_policy(options.dtype)
+    if options.seed is not None:
+        # just before the weights are drawn: Keras draws an initializer's seed from Python's
+        # global random, which whatever ran since the start may have used (a GCS upload's
+        # multipart boundary does), so seeding earlier would not fix the weights
+        keras.utils.set_random_seed(options.seed)
     with strategy.scope():
         model = task.build_model(policy)
         if options.sync_batch_norm:

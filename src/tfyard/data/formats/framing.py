@@ -5,7 +5,10 @@ of the data. Walking the lengths counts records without reading or parsing them,
 come from the data present (not from the shard names) at the cost of one seek per record,
 and the counts are cached in the work dir so a job pays it once. Shards tfyard wrote need
 no walk at all: `data convert` writes their counts beside them (`INDEX_FILE`), which a set
-read from a bucket takes instead of fetching every shard to count it.
+read from a bucket takes instead of fetching every shard to count it. Shards in a bucket
+that tfyard did not write are walked once, by the first run to read them: it adds what it
+walked to the index beside them there, keyed by each object's version, so later runs on any
+node fetch none of them to count them (a read-only bucket keeps them in the work dir alone).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from tfyard.replace import replacing_file
 from tfyard.storage import stream
 
 CACHE_FILE = "tfrecord_counts.json"   # in the work dir: counts walked, by path or URL
-INDEX_FILE = "shard_index.json"   # beside shards `data convert` wrote: {name: [size, count]}
+# beside the shards: {name: [size, count]} as `data convert` wrote them, or
+# {name: [size, version, count]} as a run reading them from a bucket walked them
+INDEX_FILE = "shard_index.json"
 CHECKSUM = "corrupted: the record fails its checksum (its bytes changed after it was written)"
 HEADER, FOOTER = 12, 4   # a record's length and its CRC; the data's CRC
 log = logging.getLogger("tfyard")
@@ -62,27 +67,29 @@ def count_records(path: str, strict: bool = True) -> int:
 
 def record_counts(files: list[str], cache_dir: str | None = None,
                   strict: bool = True) -> list[int]:
-    """Records per file: from the index beside them where it names the file at its size,
-    else walked and cached in `cache_dir` by (absolute path, size, mtime), a file in a
-    bucket's cache by (its URL, size, version), fetched once to be counted."""
+    """Records per file: from the index beside them where it names the file at its size (and
+    version), else walked and cached in `cache_dir` by (absolute path, size, mtime), a file
+    in a bucket's cache by (its URL, size, version), fetched once to be counted and its count
+    added to the index beside it in the bucket."""
     cache = _load(cache_dir, CACHE_FILE)
     index = _load(os.path.dirname(files[0]), INDEX_FILE) if files else {}
     keys = [stream.identity(path) or _stamped(path) for path in files]
     known = [_known(path, key, stamp, index, cache)
              for path, (key, stamp) in zip(files, keys, strict=True)]
     stream.announce([path for path, count in zip(files, known, strict=True) if count is None])
-    counts, fresh = [], False
+    counts, walked = [], {}
     for path, (key, stamp), count in zip(files, keys, known, strict=True):
         if count is None:
             with stream.held(path):
                 count, problem = walk(path)
                 if problem is None:  # only whole files are cached; a truncated one is re-walked
-                    cache[key], fresh = [*stamp, count], True
+                    cache[key] = walked[path] = [*stamp, count]
                 else:
                     count = count_records(path, strict)
         counts.append(int(count))
-    if fresh:
+    if walked:
         _save(cache_dir, cache)
+        _index_beside({path: entry for path, entry in walked.items() if stream.streamed(path)})
     return counts
 
 
@@ -95,11 +102,42 @@ def write_index(folder: str, counts: dict[str, int]) -> None:
         json.dump(index, out, indent=0)
 
 
+def _index_beside(walked: dict[str, list]) -> None:
+    """Add the counts `walked` of files in a bucket to the index beside them there; an index
+    tfyard cannot read there is left as it is."""
+    folders: dict[str, dict[str, list]] = {}
+    for path, entry in walked.items():
+        folders.setdefault(os.path.dirname(path), {})[os.path.basename(path)] = entry
+    for folder, entries in folders.items():
+        why = stream.amended_beside(os.path.join(folder, next(iter(entries))), INDEX_FILE,
+                                    lambda body, entries=entries: _merged(body, entries))
+        if why:
+            log.info("tfyard: the record counts walked are kept in the work dir only, not "
+                     "beside the data: %s", why)
+
+
+def _merged(body: bytes | None, entries: dict[str, list]) -> bytes | None:
+    """The index `body` with `entries` added; None when it already holds them, or when it
+    is not an index tfyard wrote (which is left untouched)."""
+    try:
+        index = json.loads(body) if body is not None else {}
+    except ValueError:
+        index = None
+    if not isinstance(index, dict) or not all(isinstance(entry, list)
+                                              for entry in index.values()):
+        log.info("tfyard: %s beside the data is not an index of record counts tfyard wrote; "
+                 "it is left as it is", INDEX_FILE)
+        return None
+    if all(index.get(name) == entry for name, entry in entries.items()):
+        return None
+    return json.dumps({**index, **entries}, indent=0, sort_keys=True).encode()
+
+
 def _known(path: str, key: str, stamp: list, index: dict, cache: dict) -> int | None:
-    """The records of `path` as the index says (by name and size) or the cache (by `key`
-    and `stamp`); None when neither knows this version of it."""
-    for entry, wanted in ((index.get(os.path.basename(path)), stamp[:1]),
-                          (cache.get(key), stamp)):
+    """The records of `path` as the index says (by name and size, or name, size and
+    version) or the cache (by `key` and `stamp`); None when none knows this version of it."""
+    named = index.get(os.path.basename(path))
+    for entry, wanted in ((named, stamp[:1]), (named, stamp), (cache.get(key), stamp)):
         if isinstance(entry, list) and len(entry) == len(wanted) + 1 and entry[:-1] == wanted:
             return int(entry[-1])
     return None
