@@ -20,7 +20,7 @@ from tfyard.models.factory import policy_name
 from tfyard.platform import Platform
 from tfyard.train.fused import fuse_batch_norm
 from tfyard.train.host_memory import keep_freed_memory
-from tfyard.train.loop import StepConfig, Trainer, evaluate_model
+from tfyard.train.loop import StepConfig, Trainer, model_evaluation
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import TrainOptions
 from tfyard.train.rundir.checkpoint import machine_settings
@@ -223,11 +223,11 @@ def _loss_scaled(optimizer, dtype: str):
 def _evaluation(task: Task, numbers: Resolved, model, objective, strategy):
     """`evaluate()`: the objective's figures on the evaluation input, over the replicas."""
     batch = numbers.per_replica_batch or 64
+    measure = model_evaluation(model, objective, strategy)
 
     def evaluate():
         with task.data.checked("validation"):
-            return evaluate_model(model, lambda context: task.data.evaluation(context, batch),
-                                  objective, strategy)
+            return measure(lambda context: task.data.evaluation(context, batch))
 
     return evaluate
 

@@ -392,7 +392,16 @@ def _apply_unless(skip, apply, grads) -> None:
 
 def evaluate_model(model, dataset_fn: Callable, objective: Objective,
                    strategy: tf.distribute.Strategy | None = None) -> dict[str, float]:
-    """The objective's figures of `model` over the finite input `dataset_fn(context)`.
+    """The objective's figures of `model` over the finite input `dataset_fn(context)`, once
+    (a run evaluating again and again keeps one `model_evaluation`)."""
+    return model_evaluation(model, objective, strategy)(dataset_fn)
+
+
+def model_evaluation(model, objective: Objective, strategy: tf.distribute.Strategy | None = None
+                     ) -> Callable[[Callable], dict[str, float]]:
+    """`evaluate(dataset_fn)`: the objective's figures of `model` over the finite input
+    `dataset_fn(context)`, its step traced once for every call (a step made anew each call
+    would be traced again at every evaluation: ~0.5 s of a small model's every one).
 
     Under Mirrored and MultiWorkerMirrored every replica evaluates its share and the sums
     are added (every member must call this together); the parameter-server coordinator and
@@ -414,17 +423,21 @@ def evaluate_model(model, dataset_fn: Callable, objective: Objective,
 
     # One trace for every batch size (the last, partial, and empty ones included): a batch
     # dimension known to be 0 trips some layers' shape inference.
-    eval_step = tf.function(replica_sums if local else eval_step, autograph=False,
-                            reduce_retracing=True)
-    if local:
-        batches = dataset_fn(tf.distribute.InputContext())
-    else:   # batches of any size, so that a last step short of batches is not dropped
-        batches = strategy.distribute_datasets_from_function(
-            lambda context: dataset_fn(context).map(_any_batch_size))
-    totals = np.zeros([objective.size], np.float32)
-    for batch in drained(batches):
-        totals += eval_step(batch).numpy()
-    return objective.results(totals)
+    step = tf.function(replica_sums if local else eval_step, autograph=False,
+                       reduce_retracing=True)
+
+    def evaluate(dataset_fn: Callable) -> dict[str, float]:
+        if local:
+            batches = dataset_fn(tf.distribute.InputContext())
+        else:   # batches of any size, so that a last step short of batches is not dropped
+            batches = strategy.distribute_datasets_from_function(
+                lambda context: dataset_fn(context).map(_any_batch_size))
+        totals = np.zeros([objective.size], np.float32)
+        for batch in drained(batches):
+            totals += step(batch).numpy()
+        return objective.results(totals)
+
+    return evaluate
 
 
 def _any_batch_size(*element):
