@@ -173,3 +173,21 @@ def test_every_commands_training_flags_come_from_the_one_declaration(monkeypatch
                 stray.append(f"{command} {' '.join(action.option_strings)}")
     assert {"epochs", "dataset", "batch_size", "image_size", "dtype", "export"} <= taken
     assert not stray, "declare these with add_option_arguments: " + ", ".join(stray)
+
+
+def test_the_commands_end_still_joins_threads_runs_exit_handlers_and_flushes():
+    """`tfyard` ends its process before the interpreter's teardown (`cli.run`): what an exit
+    must still do is done first, and the command's exit status kept."""
+    code = ("import atexit, sys, threading, time\n"
+            "from tfyard import cli\n"
+            "def command():\n"
+            "    atexit.register(print, 'exit handler ran')\n"
+            "    threading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()\n"
+            "    print('buffered', end='')\n"
+            "    return 3\n"
+            "cli.main = command\n"
+            "cli.run()\n")
+    ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60)
+    assert ended.returncode == 3, ended.stderr
+    assert ended.stdout == "bufferedthread done\nexit handler ran\n"

@@ -1,7 +1,5 @@
 """`python -m tfyard` is the `tfyard` command."""
 
-import sys
+from tfyard.cli import run
 
-from tfyard.cli import main
-
-sys.exit(main())
+run()

@@ -10,7 +10,9 @@ once it holds the last one.
 
 The thread is not a daemon: a process that ends while one is deleting waits for it, as it
 would have waited in place. A daemon thread that finished TensorFlow's delete while the
-interpreter shuts down would abort the process (its forced exit unwinds C++ frames).
+interpreter shuts down would abort the process (its forced exit unwinds C++ frames). The
+`tfyard` command ends its process before that teardown (`cli.run`), so its threads are
+daemons (`skip_at_exit`): its end waits for no iterator's delete.
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ from collections.abc import Iterable, Iterator
 
 # How long a release waits for its caller's own references to go before dropping its one.
 HANDOVER_S = 5.0
+_daemon = False   # the releasing threads are daemons (`skip_at_exit`)
+
+
+def skip_at_exit() -> None:
+    """The process ends without the interpreter's teardown: its exit need not wait for a
+    release in progress."""
+    global _daemon
+    _daemon = True
 
 
 def release(iterator) -> None:
@@ -30,7 +40,7 @@ def release(iterator) -> None:
         return   # the process is ending: a thread started now would not be waited for
     box = [iterator]
     del iterator
-    threading.Thread(target=_drop, args=(box,), name="tfyard-release").start()
+    threading.Thread(target=_drop, args=(box,), name="tfyard-release", daemon=_daemon).start()
 
 
 def _drop(box: list) -> None:

@@ -25,9 +25,10 @@ from tfyard.tune.place import StudyPlace
 from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import RunningTrial
+from tfyard.tune.warm import TRAIN, Spares  # TRAIN: what a trial runs (tests: a stand-in)
 
 POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
-TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs (tests: a stand-in)
+PLOT_S = 60.0   # tune.png is drawn at most this often while trials run (~1 s of a core)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ def _run(search: Search) -> dict:
         print(line, flush=True)   # a round a killed tune left midway, before any resume
     paused: dict[int, float | None] = {}   # PBT: trials stopped at the interval, their values
     failures, deadline = 0, time.monotonic() + (search.timeout or math.inf)
+    ended, plotted = False, time.monotonic()   # a trial ended since the summary was written
+    spares = Spares(_trial_env(search))
     previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
     try:
         while True:
@@ -115,9 +118,14 @@ def _run(search: Search) -> dict:
                 asked = None if resumed else _ask(study, states, wanted)
                 if not (asked or resumed):
                     break   # the study is full: another tune asked at the same moment
-                trial = _start(search, study, optuna, asked, resumed, runs, population)
-                running[trial.number] = trial
                 busy += resumed is None
+                trial = _start(search, study, optuna, asked, resumed, runs, population,
+                               spares, more=bool(left) or done + busy < wanted)
+                running[trial.number] = trial
+            if ended:   # once the next trials have started: they need not wait for it
+                plot = time.monotonic() - plotted >= PLOT_S
+                studies.write_summary(study, place, search.storage, search.metric.name, plot)
+                ended, plotted = False, plotted if not plot else time.monotonic()
             if not running:
                 break
             time.sleep(POLL_S)
@@ -132,7 +140,7 @@ def _run(search: Search) -> dict:
                     if runs:
                         runs.ended(study, number, search.metric.name)
                     place.publish(trial.log_path)
-                    studies.write_summary(study, place, search.storage, search.metric.name)
+                    ended = True
     except Stopped as stop:
         for trial in running.values():
             trial.stop()
@@ -146,6 +154,7 @@ def _run(search: Search) -> dict:
               "continue when the same command runs again", file=sys.stderr)
         raise SystemExit(128 + stop.signum) from None
     finally:
+        spares.close()
         restore_handlers(previous)
     summary = studies.write_summary(study, place, search.storage, search.metric.name)
     if runs:
@@ -192,10 +201,11 @@ def _ask(study, states, wanted: int):
 
 
 def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
-           population: pbt.Population | None) -> RunningTrial:
+           population: pbt.Population | None, spares: Spares, more: bool) -> RunningTrial:
     """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
-    a PBT trial going on after its interval) with its own params, started as a process.
-    Optuna has no public door back into a running trial, so `left` is reopened by its id."""
+    a PBT trial going on after its interval) with its own params, started as a process (a
+    spare when one is ready; a new spare readied when `more` trials may follow). Optuna
+    has no public door back into a running trial, so `left` is reopened by its id."""
     place = search.place()
     if left is None:
         trial = asked
@@ -223,13 +233,20 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         command += ["--pause_at_step", str(population.pause(study))]
     if search.ray:
         command = search.ray.command(command)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if search.threads:
-        env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
     log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
     reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node
-    return RunningTrial(trial, reports, command, env, log_path, search.metric, reported, every)
+    return RunningTrial(trial, reports, spares.process(command, more), log_path, search.metric,
+                        reported, every)
+
+
+def _trial_env(search: Search) -> dict[str, str]:
+    """Every trial's environment: tune's, output unbuffered, and each trial's share of the
+    cores when trials share the machine."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if search.threads:
+        env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
+    return env
 
 
 def _tell(search: Search, study, states, trial: RunningTrial) -> bool:

@@ -130,10 +130,10 @@ def pruner(name: str, evaluations: int = 0):
             "asha": pruners.SuccessiveHalvingPruner, "pbt": pruners.NopPruner}[name]()
 
 
-def write_summary(study, place, storage: str, metric_name: str) -> dict:
-    """tune.json, trials.csv and tune.png as the study stands now, in the study's `place`
-    (a `tune.place.StudyPlace`: written in its home, uploaded when it is a bucket); returns
-    tune.json's content."""
+def write_summary(study, place, storage: str, metric_name: str, plot: bool = True) -> dict:
+    """tune.json, trials.csv and (with `plot`) tune.png as the study stands now, in the
+    study's `place` (a `tune.place.StudyPlace`: written in its home, uploaded when it is a
+    bucket); returns tune.json's content."""
     from tfyard.tune.plot import plot_study
 
     states = import_optuna().trial.TrialState
@@ -164,8 +164,11 @@ def write_summary(study, place, storage: str, metric_name: str) -> dict:
                             *(t.params.get(name, "") for name in names),
                             t.user_attrs.get("run_dir", ""), _time(t.datetime_start),
                             _time(t.datetime_complete)])
-    plot_study(trials, directory.plot, metric_name, study.direction.name == "MAXIMIZE")
-    place.publish(directory.summary, directory.table, directory.plot)
+    drawn = ()
+    if plot:
+        plot_study(trials, directory.plot, metric_name, study.direction.name == "MAXIMIZE")
+        drawn = (directory.plot,)
+    place.publish(directory.summary, directory.table, *drawn)
     return summary
 
 

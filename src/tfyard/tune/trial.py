@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tfyard.launch.local import pump, signal_group, spawn
+from tfyard.launch.local import pump, signal_group
 from tfyard.runfiles.layout import METRICS, REPORTS, RunDirectory
 from tfyard.storage import in_bucket, read_object
 from tfyard.tune.study import Metric
@@ -29,10 +29,10 @@ FLAG = "--output_dir"  # them every few seconds)
 
 
 class RunningTrial:
-    """The process of Optuna trial `trial`, writing its run into `run_dir`; its output goes
-    to `log_path`, whose last lines name a failure."""
+    """The process `proc` (launch's `spawn`) of Optuna trial `trial`, writing its run into
+    `run_dir`; its output goes to `log_path`, whose last lines name a failure."""
 
-    def __init__(self, trial, run_dir: str, command: Sequence[str], env: dict[str, str],
+    def __init__(self, trial, run_dir: str, proc: subprocess.Popen,
                  log_path: str, metric: Metric, reported: Sequence[int] = (),
                  every_epochs: float | None = None):
         self.trial, self.run_dir, self.log_path, self.metric = trial, run_dir, log_path, metric
@@ -49,7 +49,7 @@ class RunningTrial:
                 self._log.write(line)
                 self._log.flush()
 
-        self.proc = spawn(command, env)
+        self.proc = proc
         self._pump = pump(self.proc.stdout, f"[trial {trial.number}]", write)
 
     @property
