@@ -68,18 +68,11 @@ def test_a_study_in_a_bucket_keeps_its_runs_and_summary_there(s3, tmp_path):  # 
                                                       storage=storage).trials) == 3
 
 
-@pytest.mark.parametrize("extra, words", [
-    ([], "--output_dir in a bucket needs --storage URL"),
-    (["--storage", "STORAGE", "--on", "ray", "--scheduler", "pbt", "--pbt_interval", "10",
-      "--parallel", "2"], "--scheduler pbt --on ray (it replaces"),
-    (["--storage", "STORAGE", "--on", "ray", "--mlflow_uri", "http://127.0.0.1:9"],
-     "MLflow tracking --on ray (tune names"),
-])
-def test_what_a_bucket_study_cannot_do_is_one_line_before_any_trial(tmp_path, extra, words):
-    storage = f"sqlite:///{tmp_path / 'x.db'}"
-    with pytest.raises(UserError, match="^--output_dir in a bucket") as refused:
-        tune(*_argv(tmp_path, *[storage if flag == "STORAGE" else flag for flag in extra]))
-    assert words in str(refused.value) and "\n" not in str(refused.value)
+def test_a_bucket_study_without_a_storage_url_is_one_line_before_any_trial(tmp_path):
+    with pytest.raises(UserError, match="^--output_dir in a bucket needs --storage URL") \
+            as refused:
+        tune(*_argv(tmp_path))
+    assert "\n" not in str(refused.value)
     assert not (tmp_path / "x.db").exists()
 
 
@@ -175,3 +168,20 @@ def test_a_real_pbt_study_in_a_bucket_hands_the_checkpoint_over_in_the_bucket(
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
     assert study.trials[int(recipient)].user_attrs["pbt_schedule"] == [entry]
     assert "pbt_round" not in study.user_attrs or study.user_attrs["pbt_round"] is None
+
+
+@pytest.mark.ray
+def test_a_study_in_a_bucket_runs_its_trials_on_ray(s3, ray_address, tmp_path):  # noqa: F811
+    """Each trial a Ray actor whose member reaches the bucket with tune's store settings
+    (`launch.context.passed_env`); tune reads its reports from the bucket."""
+    pytest.importorskip("ray")
+    s3.create_bucket(Bucket=BUCKET)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    summary = tune(*_argv(tmp_path, "--storage", storage, "--trials", 1, "--on", "ray",
+                          "--address", ray_address))
+    [trial] = optuna.load_study(study_name="one", storage=storage).trials
+    assert trial.state.name == "COMPLETE" and summary["best_value"] == trial.value
+    reports = [json.loads(line) for line in
+               _objects(s3)["trials/0000/metrics.jsonl"].decode().splitlines()]
+    assert reports[-1]["top1"] == trial.value and len(reports) == 10
+    assert sorted(trial.intermediate_values) == list(range(1, 11))

@@ -1,6 +1,7 @@
 """PBT's handover in a bucket, on the suite's S3 server with real TensorFlow checkpoints:
 the donor's latest checkpoint becomes the recipient's, in its prefix (the pointer naming it
-alone, the recipient's other checkpoints gone) and in its local copy, the same files."""
+alone, the recipient's other checkpoints gone) and in its local copy, the same files; a copy
+of the recipient from before the handover, on another node, is set aside at its resume."""
 
 from __future__ import annotations
 
@@ -66,6 +67,41 @@ def test_the_donors_checkpoint_becomes_the_recipients_in_the_bucket_and_its_copy
     assert schedule == (copy / "pbt.json").read_bytes() == b'[{"step": 7}]\n'
     with take_bucket_lease(url):   # released: the recipient's resume takes it
         pass
+
+
+def test_a_copy_from_before_the_handover_is_set_aside_on_its_node(s3, tmp_path):  # noqa: F811
+    """The handover starts the recipient's lineage anew: its copy on another node (a Ray
+    trial's, left from before the round, at the same step) no longer continues the bucket,
+    so its resume takes the donor's state from there rather than upload its own over it."""
+    import json
+    import shutil
+
+    from tfyard.storage import location
+    from tfyard.train.rundir.reconcile import reconciled
+
+    s3.create_bucket(Bucket=BUCKET)
+    _saved(tmp_path / "donor", 100.0)
+    _uploaded(s3, tmp_path / "donor", "donor")
+    copy, elsewhere = tmp_path / "copy", tmp_path / "node" / "copy"
+    _saved(copy / "checkpoints", 0.0)
+    (copy / "run.json").write_text(json.dumps({"model": "m", "starts": ["first"]}) + "\n")
+    _uploaded(s3, copy / "checkpoints", "recipient")
+    s3.upload_file(str(copy / "run.json"), BUCKET, "recipient/run.json")
+    shutil.copytree(copy, elsewhere)   # the trial's copy on its node, as the round found it
+    url = f"s3://{BUCKET}/recipient"
+    hand_over(f"s3://{BUCKET}/donor", url, str(copy), "[]\n")
+
+    record = json.loads(s3.get_object(Bucket=BUCKET, Key="recipient/run.json")["Body"].read())
+    assert record["model"] == "m" and record["starts"][0] == "first" and \
+        len(record["starts"]) == 2
+    assert json.loads((copy / "run.json").read_text()) == record   # this copy continues it
+    with take_bucket_lease(url):
+        reconciled(location(url), str(elsewhere))
+    assert [path.name for path in (tmp_path / "node").iterdir() if path.name != "copy"]
+    state = tf.train.get_checkpoint_state(str(elsewhere / "checkpoints"))
+    restored = tf.Variable(0.0)
+    tf.train.Checkpoint(v=restored).restore(state.model_checkpoint_path).assert_consumed()
+    assert float(restored) == 107.0   # the donor's, from the bucket
 
 
 def test_a_round_a_killed_tune_left_midway_is_finished_once(s3, tmp_path):  # noqa: F811

@@ -2,6 +2,7 @@
 
 Each command group lives in its own module with a `register(subparsers)` function; the
 modules import TensorFlow only inside their handlers, so `tfyard --help` stays fast.
+`spare.py` is no command: a `tfyard` process started before its command line is known.
 """
 
 from __future__ import annotations

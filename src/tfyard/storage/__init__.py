@@ -21,12 +21,13 @@ import uuid
 
 from tfyard.errors import UserError
 from tfyard.storage import stores
+from tfyard.storage.amend import amend_object
 from tfyard.storage.location import BUCKET_SCHEMES, Location, location, scheme_of
 from tfyard.storage.store import Refused
 
-__all__ = ["Location", "copy_url", "default_cache", "default_work", "in_bucket", "local_output",
-           "location", "object_urls", "read_object", "readable_dir", "readable_path",
-           "refuse_bucket", "run_copy", "scheme_of", "upload_file"]
+__all__ = ["Location", "amend_object", "copy_url", "default_cache", "default_work", "in_bucket",
+           "local_output", "location", "object_urls", "read_object", "readable_dir",
+           "readable_path", "refuse_bucket", "run_copy", "scheme_of", "upload_file"]
 
 log = logging.getLogger("tfyard")
 PROBE = ".tfyard-probe-"   # an output's test write: KEY.tfyard-probe-XXXXXXXX, then removed

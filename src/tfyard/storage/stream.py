@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from tfyard.errors import UserError
 from tfyard.process.sizes import shown
-from tfyard.storage import mirror, sharing, stores
+from tfyard.storage import mirror, sharing
+from tfyard.storage.amend import amend_object
 from tfyard.storage.cache import Cache
 from tfyard.storage.location import Location
 
 REPORTED = ("data_cache_high_water", "data_cache_wait")   # `reported`'s figures
-TRIES = 5   # conditional writes of a file beside the data, each after another writer's
 log = logging.getLogger("tfyard")
 
 
@@ -138,28 +138,11 @@ def identity(path) -> tuple[str, list] | None:
 
 
 def amended_beside(path, name: str, amend: Callable[[bytes | None], bytes | None]) -> str | None:
-    """Rewrite the object `name` in the bucket folder holding the streamed file `path` as
-    `amend(its bytes, None when absent)` returns them (None: leave it as it is), written only
-    over the version read, so that writers on other nodes merge rather than overwrite each
-    other. None once written or left; else why it was not (the store refused the write, a
-    read-only bucket, or could not be reached)."""
+    """`amend.amend_object` of the object `name` in the bucket folder holding the streamed
+    file `path`."""
     cache, file = _find(path)
-    place = cache.place.child(posixpath.join(posixpath.dirname(file), name))
-    objects = stores.of(place.scheme)
-    try:
-        for _ in range(TRIES):
-            head = objects.head(place, cache.flag)
-            body = objects.read(place, cache.flag) if head else None
-            if head and body is None:   # removed between the two: read it again
-                continue
-            if (amended := amend(body)) is None:
-                return None
-            if objects.put(place, amended, cache.flag, if_absent=head is None,
-                           if_match=head.version if head else None) is not None:
-                return None
-        return f"{place}: {TRIES} other writers changed it meanwhile"
-    except UserError as exc:
-        return str(exc)
+    return amend_object(cache.place.child(posixpath.join(posixpath.dirname(file), name)),
+                        cache.flag, amend)
 
 
 def announce(paths) -> None:

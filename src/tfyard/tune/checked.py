@@ -48,7 +48,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                 shared.mlflow_optional)
     if in_bucket(output_dir, "--output_dir"):
-        _check_bucket(storage, scheduler, ray is not None, tracked is not None)
+        _check_bucket(storage)
     params = read_space(space)
     both = sorted(given & {p.name for p in params})
     if both:
@@ -105,22 +105,12 @@ def _check_settings(**settings) -> None:
             raise UserError(f"--{name} {value!r}: give {rule}")
 
 
-def _check_bucket(storage: str | None, scheduler: str, on_ray: bool, tracked: bool) -> None:
-    """A study in a bucket: its trials are bucket runs; what needs a trial's local copy on
-    this machine where there is none (a Ray trial's copy is on its node, where PBT cannot
-    replace its checkpoint nor tune name its MLflow run) is refused
-    before any trial (a bucket that is missing or cannot be written too, once the cheap
-    checks have passed)."""
+def _check_bucket(storage: str | None) -> None:
+    """A study in a bucket needs a database it can share (a bucket that is missing or cannot
+    be written is refused too, once the cheap checks have passed)."""
     if not storage:
         raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
                         "can share; SQLite cannot live in a bucket)")
-    for given, what in ((on_ray and scheduler == "pbt", "--scheduler pbt --on ray (it "
-                         "replaces a trial's local copy, on the trial's node)"),
-                        (on_ray and tracked, "MLflow tracking --on ray (tune names each trial's "
-                         "run in its local copy, on the trial's node)")):
-        if given:
-            raise UserError(f"--output_dir in a bucket: {what} is not supported with a "
-                            "bucket study yet; give a local --output_dir")
 
 
 def _check_pbt(scheduler: str, interval: int | None, space, trials: int,

@@ -10,17 +10,23 @@ first: from then on its ckpt-S is unreadable (never a mix of two), until the don
 sent after all of the donor's other files, makes it the donor's whole. The pointer then lists
 ckpt-S only and the recipient's other checkpoint files are removed. Its local copy gets the
 same files (a directory swapped whole), so that its resume finds a copy continuing the bucket.
+The handover is a new start of the recipient's lineage (an id added to run.json's `starts`,
+in the bucket and in this copy): a copy on another node, a Ray trial's from before the
+round, no longer continues the bucket, so its resume sets it aside and takes the donor's
+state from the bucket (`train.rundir.reconcile`) rather than upload its own over it.
 A tune killed midway finishes the round, kept in the study first, before any trial resumes
 (`pbt.Population.finish`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
-from tfyard.runfiles.layout import CHECKPOINTS, POINTER, RunDirectory
-from tfyard.storage import location, mirror, stores
-from tfyard.train.rundir.directory import checkpoint_paths
+from tfyard.errors import UserError
+from tfyard.runfiles.layout import CHECKPOINTS, POINTER, RUN_FILE, RunDirectory
+from tfyard.storage import amend_object, location, mirror, stores
+from tfyard.train.rundir.directory import STARTS, checkpoint_paths, started
 from tfyard.train.rundir.lease import take_bucket_lease
 from tfyard.train.rundir.pointer import held_only, send_save
 
@@ -57,6 +63,27 @@ def hand_over(donor: str, recipient: str, copy: str, schedule: str) -> None:
                 run.files.write_whole(os.path.join(swapped, POINTER), pointer)
             run.files.write_whole(run.schedule, schedule)
             objects.upload(run.schedule, target.child(os.path.basename(run.schedule)), FLAG)
+            _new_start(target, run)
+
+
+def _new_start(target, run: RunDirectory) -> None:
+    """A new id in the `starts` of the run.json at `target` (a run that has one), and the
+    local copy `run`'s run.json made the same."""
+    record = {}
+
+    def restarted(body: bytes | None) -> bytes | None:
+        if body is None:
+            return None
+        before = json.loads(body)
+        record.clear()
+        record.update(before, **{STARTS: started(before)})
+        return (json.dumps(record) + "\n").encode()
+
+    why = amend_object(target.child(RUN_FILE), FLAG, restarted)
+    if why:
+        raise UserError(why)
+    if record:
+        run.files.write_whole(run.run_file, json.dumps(record) + "\n")
 
 
 def _fetched_latest(place, staging: str) -> str:

@@ -24,8 +24,7 @@ from tfyard.tune.onray import RayTrials
 from tfyard.tune.place import StudyPlace
 from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
-from tfyard.tune.trial import RunningTrial
-from tfyard.tune.warm import TRAIN, Spares  # TRAIN: what a trial runs (tests: a stand-in)
+from tfyard.tune.trial import TRAIN, RunningTrial, Spares  # TRAIN: tests use a stand-in
 
 POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
 PLOT_S = 60.0   # tune.png is drawn at most this often while trials run (~1 s of a core)

@@ -2,7 +2,9 @@
 `mlflow.parentRunId`), the best child tagged `tfyard.best`.
 
 Tune creates each trial's child run and writes its id into the trial's run.json before the
-trial starts, where `tfyard train` looks for the MLflow run a restart continues: the trial's
+trial starts (for a run in a bucket: in the bucket, which train's start on any node, a Ray
+trial's too, copies down, and in this machine's copy), where `tfyard train` looks for the
+MLflow run a restart continues: the trial's
 own tracking (its params, metrics, files, model) then goes to that child, and a trial resumed
 after a kill continues it. The parent's id is a study user attribute, so a rerun, or another
 machine sharing the storage, continues the same parent. Only the start is strict (a server
@@ -18,10 +20,13 @@ import logging
 import time
 
 from tfyard import tracking
-from tfyard.runfiles.layout import RunDirectory, StudyDirectory
+from tfyard.errors import UserError
+from tfyard.runfiles.layout import RUN_FILE, RunDirectory, StudyDirectory
+from tfyard.storage import amend_object, location
 from tfyard.tracking.mlflow_run import Tracker, created, failure, log_params
 
 log = logging.getLogger("tfyard")
+FLAG = "--output_dir"
 PARENT = "mlflow_parent_run_id"   # the study's user attribute
 CHILD = tracking.RUN_ID           # a trial's user attribute, as in its run.json
 BEST = "tfyard.best"              # the tag of the best trial's child run
@@ -70,11 +75,16 @@ class StudyRuns:
             log_params(self.mlflow, run_id, params)
             trial.set_user_attr(CHILD, run_id)
         run = RunDirectory(copy)
-        record = json.loads(run.files.read_whole(run.run_file)) \
-            if run.files.has(run.run_file) else {}
-        if CHILD not in record:
+        named = _named(run.files.read_whole(run.run_file) if run.files.has(run.run_file)
+                       else None, run_id)
+        if named is not None:
             run.files.make_directory(copy)
-            run.files.write_whole(run.run_file, json.dumps({**record, CHILD: run_id}) + "\n")
+            run.files.write_whole(run.run_file, named)
+        if copy != run_dir:   # a bucket run: its run.json there, which a node's start copies
+            why = amend_object(location(f"{run_dir}/{RUN_FILE}", FLAG), FLAG,
+                               lambda body: _named(body, run_id))
+            if why:
+                raise UserError(why)
 
     def ended(self, study, number: int, metric: str) -> None:
         """After trial `number` ended: its child's status, the best child's tag, and the
@@ -115,6 +125,13 @@ class StudyRuns:
         except Exception as exc:  # noqa: BLE001 - MLflow and its HTTP client raise many kinds
             log.warning(f"tfyard: warning: {failure(self.settings, exc, doing)}; the study "
                         "goes on (its record is in the storage and tune.json)")
+
+
+def _named(text: str | bytes | None, run_id: str) -> bytes | None:
+    """The run.json `text` (None: none yet) naming the MLflow run `run_id`; None when it
+    names one already."""
+    record = json.loads(text) if text else {}
+    return None if CHILD in record else (json.dumps({**record, CHILD: run_id}) + "\n").encode()
 
 
 def _best(study) -> str | None:

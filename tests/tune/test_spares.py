@@ -1,9 +1,9 @@
-"""Spare trial processes (`tune.warm`): a spare has loaded TensorFlow before it is handed
-a command; it runs the `tfyard train` command line it is
-handed, with that command's output and exit status, in a process group of its own; the
-next spare is made ready only when more trials may follow; one no trial took ends when
-tune closes the spares; a command that is not `tfyard train` (a stand-in, Ray's launcher)
-runs as a process of its own."""
+"""Spare trial processes (`tune.trial.Spares`, `cli.spare`): a spare has loaded TensorFlow
+before it is handed a command; it runs the `tfyard train` command line it is handed, with
+that command's output and exit status, in a process group of its own; the next spare is
+made ready only when more trials may follow; one no trial took ends when tune closes the
+spares; a command that is not `tfyard train` (a stand-in, Ray's launcher) runs as a process
+of its own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from tfyard.tune.warm import TRAIN, Spares
+from tfyard.tune.trial import TRAIN, Spares
 
 
 def test_a_spare_runs_the_command_it_is_handed_and_the_next_is_readied():
