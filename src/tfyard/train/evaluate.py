@@ -7,13 +7,15 @@ validation split, writes eval summaries under `<log_dir>/evaluator` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tensorflow as tf
 
 from tfyard.data.pipeline import split_name
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
 from tfyard.train.build import dtype_policy
-from tfyard.train.loop import evaluate_model
+from tfyard.train.loop import model_evaluation
 from tfyard.train.options import TrainOptions
 from tfyard.train.outside.console import Console
 from tfyard.train.rundir.checkpoint import restore_if_readable, restore_newest
@@ -21,12 +23,19 @@ from tfyard.train.rundir.directory import read_run, require_run
 from tfyard.train.rundir.report import Reporter
 
 
-def _evaluate(task, model, objective, batch_size: int, split: str = "validation") -> dict:
+def _evaluation(task, model, objective, batch_size: int,
+                split: str = "validation") -> Callable[[], dict]:
+    """`evaluate()`: the objective's figures of `model` on `split`, its step traced once
+    however often it is called (the side-car evaluates every checkpoint)."""
     if not task.data.has_eval:
         raise UserError(f"{task.data.name} has no evaluation input; give eval_data")
-    with task.data.checked(split):
-        return evaluate_model(model, lambda context: task.data.evaluation(context, batch_size,
-                                                                          split), objective)
+    measure = model_evaluation(model, objective)
+
+    def evaluate() -> dict:
+        with task.data.checked(split):
+            return measure(lambda context: task.data.evaluation(context, batch_size, split))
+
+    return evaluate
 
 
 def _chief_numbers(output_dir: str) -> dict:
@@ -46,7 +55,7 @@ def run_sidecar(options: TrainOptions, plat, task) -> dict:
     checkpoint = tf.train.Checkpoint(model=model, step=step)
     reporter = Reporter(plat.output_dir, plat.log_dir, name="evaluator")
     directory = RunDirectory(plat.output_dir).checkpoints
-    last, numbers, console = None, None, None
+    last, numbers, console, evaluate = None, None, None, None
     try:
         for path in tf.train.checkpoints_iterator(directory, min_interval_secs=1,
                                                   timeout=options.startup_timeout):
@@ -56,7 +65,9 @@ def run_sidecar(options: TrainOptions, plat, task) -> dict:
             if numbers is None:   # the chief writes run.json before its first checkpoint
                 numbers = _chief_numbers(plat.output_dir)
                 console = Console(numbers["total_steps"], numbers["steps_per_epoch"])
-            last = _evaluate(task, model, objective, numbers["per_replica_batch"] or 64)
+                evaluate = _evaluation(task, model, objective,
+                                       numbers["per_replica_batch"] or 64)
+            last = evaluate()
             at = int(step.numpy())
             reporter.report(at, at / numbers["steps_per_epoch"], last, kind="eval")
             console.evaluation(at, last)
@@ -139,5 +150,5 @@ def evaluate_output(output_dir: str, split: str = "validation", use_export: bool
         source = restore_newest(tf.train.Checkpoint(model=model, step=step),
                                 run.checkpoints,
                                 lambda status: status.expect_partial())
-    metrics = _evaluate(task, model, objective, 64, split)
+    metrics = _evaluation(task, model, objective, 64, split)()
     return {"source": source, "split": split, **metrics}

@@ -390,13 +390,6 @@ def _apply_unless(skip, apply, grads) -> None:
     tf.distribute.get_replica_context().merge_call(cross_replica, args=(skip, grads))
 
 
-def evaluate_model(model, dataset_fn: Callable, objective: Objective,
-                   strategy: tf.distribute.Strategy | None = None) -> dict[str, float]:
-    """The objective's figures of `model` over the finite input `dataset_fn(context)`, once
-    (a run evaluating again and again keeps one `model_evaluation`)."""
-    return model_evaluation(model, objective, strategy)(dataset_fn)
-
-
 def model_evaluation(model, objective: Objective, strategy: tf.distribute.Strategy | None = None
                      ) -> Callable[[Callable], dict[str, float]]:
     """`evaluate(dataset_fn)`: the objective's figures of `model` over the finite input

@@ -29,7 +29,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 from tfyard import compat
-from tfyard.train.loop import evaluate_model
+from tfyard.train.loop import model_evaluation
 from tfyard.train.task.objectives import Classification, Compiled
 from tfyard.train.task.task import compiled_loss
 
@@ -43,7 +43,7 @@ def build():
 
 def figures(model, input_fn, strategy=None):
     metrics = compat.compiled_metrics(model, tf.zeros([1], tf.int32), tf.zeros([1, 10]))
-    return [evaluate_model(model, input_fn, objective, strategy)
+    return [model_evaluation(model, objective, strategy)(input_fn)
             for objective in (Classification(10), Compiled(compiled_loss(model), metrics))]
 
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
