@@ -93,12 +93,14 @@ def test_a_missing_bucket_is_one_line_before_any_trial(s3, tmp_path):  # noqa: F
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("on", ["local", pytest.param("ray", marks=pytest.mark.ray)])
 def test_a_real_tracked_study_in_a_bucket_evaluates_with_its_best_run(
-        s3, tmp_path, capsys, monkeypatch, mlflow_uri, experiment):  # noqa: F811
-    """A real `tfyard train` trial written to the bucket, tracked in the study's MLflow child
+        on, s3, tmp_path, capsys, monkeypatch, mlflow_uri, experiment, request):  # noqa: F811
+    """A real `tfyard train` trial written to the bucket, here or as a Ray actor (which
+    reaches the bucket and MLflow with tune's settings), tracked in the study's MLflow child
     run that tune named in its run.json there; `tfyard evaluate` given the study's prefix
     restores its checkpoint (which of several trials is best: the stand-in study above).
-    One trial: the suite's one real bucket study, kept short."""
+    One trial each: the suite's real tracked bucket studies, kept short."""
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
@@ -110,7 +112,8 @@ def test_a_real_tracked_study_in_a_bucket_evaluates_with_its_best_run(
     result = run_here(capsys, "tune", "--space", space, "--metric", "validation/top1",
                       "--mode", "max", "--trials", "1", "--storage", storage, "--output_dir",
                       url, "--epochs", "0.2", "--eval_every_epochs", "0.1", "--no_export",
-                      *shared)
+                      *shared, *(["--on", "ray", "--address", request.getfixturevalue(
+                          "ray_address")] if on == "ray" else []))
     assert result.returncode == 0, result.stderr[-3000:]
     best = optuna.load_study(study_name="study", storage=storage).best_trial
     names = {o["Key"] for o in s3.list_objects_v2(Bucket="tune-real")["Contents"]}
