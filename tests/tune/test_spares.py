@@ -24,7 +24,8 @@ def test_a_spare_runs_the_command_it_is_handed_and_the_next_is_readied():
     first.stdout.close()
     first.guard.stdin.close()
 
-    (ready,) = spares._ready   # made ready for the next trial, waiting for its command
+    ready = spares.ready   # made ready for the next trial, waiting for its command
+    assert ready is not None
     deadline = time.monotonic() + 120
     while not tensorflow_loaded(ready.pid):
         assert ready.poll() is None and time.monotonic() < deadline
@@ -32,7 +33,7 @@ def test_a_spare_runs_the_command_it_is_handed_and_the_next_is_readied():
     time.sleep(1)
     assert ready.poll() is None   # still waiting
     spares.close()
-    assert ready.returncode is not None and not spares._ready
+    assert ready.returncode is not None and spares.ready is None
 
 
 def tensorflow_loaded(pid: int) -> bool:
@@ -46,4 +47,4 @@ def test_a_command_other_than_train_runs_on_its_own_and_readies_no_spare():
     assert proc.wait(60) == 0 and proc.stdout.read() == b"stand-in\n"
     proc.stdout.close()
     proc.guard.stdin.close()
-    assert not spares._ready
+    assert spares.ready is None

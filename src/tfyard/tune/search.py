@@ -124,7 +124,9 @@ def _run(search: Search) -> dict:
             if ended:   # once the next trials have started: they need not wait for it
                 plot = time.monotonic() - plotted >= PLOT_S
                 studies.write_summary(study, place, search.storage, search.metric.name, plot)
-                ended, plotted = False, plotted if not plot else time.monotonic()
+                ended = False
+                if plot:
+                    plotted = time.monotonic()
             if not running:
                 break
             time.sleep(POLL_S)

@@ -44,7 +44,7 @@ class Spares:
 
     def __init__(self, env: dict[str, str]):
         self.env = env
-        self._ready: list[subprocess.Popen] = []
+        self.ready: subprocess.Popen | None = None
 
     def process(self, command: Sequence[str], more: bool) -> subprocess.Popen:
         """A process group running `command`: a spare handed it when it is `tfyard train`
@@ -52,23 +52,23 @@ class Spares:
         trials may follow."""
         if tuple(command[:len(TRAIN)]) != TRAIN:
             return spawn(command, self.env)
-        proc = self._ready.pop() if self._ready else self._spare()
+        proc, self.ready = self.ready or self._spare(), None
         try:
             proc.stdin.write(json.dumps(list(command[len(TFYARD):])).encode() + b"\n")
             proc.stdin.close()
         except BrokenPipeError:   # it died importing: its exit and output tell the trial's end
             pass
         if more:
-            self._ready.append(self._spare())
+            self.ready = self._spare()
         return proc
 
     def close(self) -> None:
-        """End the spares no trial took (each exits at its empty stdin; the group goes)."""
-        for proc in self._ready:
-            proc.stdin.close()
-            stop_group(proc, grace=5.0)
-            proc.stdout.close()
-        self._ready = []
+        """End the spare no trial took (it exits at its empty stdin; the group goes)."""
+        if self.ready is not None:
+            self.ready.stdin.close()
+            stop_group(self.ready, grace=5.0)
+            self.ready.stdout.close()
+            self.ready = None
 
     def _spare(self) -> subprocess.Popen:
         return spawn(SPARE, self.env, stdin=subprocess.PIPE)
