@@ -92,9 +92,9 @@ def register(commands) -> None:
     platform.add_platform_flag(tune, "output_dir", required=True, help="the study's "
                                "directory: trials/, logs/, study.db, tune.json, trials.csv, "
                                "tune.png. A bucket prefix (s3://, gs://) takes --storage; its "
-                               "trials are bucket runs, the trials' work dirs stay on this "
-                               "machine, the summary and logs are uploaded; not with "
-                               "--scheduler pbt or --on ray")
+                               "trials are bucket runs, the trials' work dirs stay on the "
+                               "machine that runs each (with --on ray, its node), the "
+                               "summary and logs are uploaded")
     tune.set_defaults(func=_tune, train_argv=[])
 
 
