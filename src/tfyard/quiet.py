@@ -166,6 +166,16 @@ def install() -> bool:
     return True
 
 
+def after_fork() -> None:
+    """In a process forked from a quiet one (tune's fork server), its fd 2 pointed elsewhere
+    since: drop the parent's route to its filter, so that `setup` routes this process's own
+    fd 2 through a filter of its own."""
+    global _installed
+    if _installed:
+        sys.stderr.close()   # the parent's real stderr, duplicated
+        sys.stderr, sys.excepthook, _installed = sys.__stderr__, sys.__excepthook__, False
+
+
 @contextlib.contextmanager
 def hushed():
     """TensorFlow's C++ log lines of this block kept off fd 2: the filter process of

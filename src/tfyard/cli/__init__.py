@@ -2,7 +2,7 @@
 
 Each command group lives in its own module with a `register(subparsers)` function; the
 modules import TensorFlow only inside their handlers, so `tfyard --help` stays fast.
-`spare.py` is no command: a `tfyard` process started before its command line is known.
+`forkserver.py` is no command: the warm process tune forks its `tfyard train` trials from.
 """
 
 from __future__ import annotations

@@ -91,9 +91,15 @@ def spawn(command: Sequence[str], env: dict[str, str], cwd: str | None = None,
     except OSError as exc:
         raise UserError(f"cannot start {command[0]!r} ({exc.strerror}); check the command") \
             from None
-    proc.guard = subprocess.Popen([sys.executable, "-c", _GUARD, str(proc.pid)],
-                                  stdin=subprocess.PIPE, start_new_session=True)
+    proc.guard = guard(proc.pid)
     return proc
+
+
+def guard(pid: int) -> subprocess.Popen:
+    """A process that SIGKILLs the process group `pid` once our end of its stdin closes (we
+    closed it, or we died)."""
+    return subprocess.Popen([sys.executable, "-c", _GUARD, str(pid)], stdin=subprocess.PIPE,
+                            start_new_session=True)
 
 
 def stop_group(proc: subprocess.Popen, grace: float) -> None:

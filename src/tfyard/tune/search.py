@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from tfyard.errors import PAUSED_EXIT_CODE, UserError
+from tfyard.launch.forked import ForkServer
 from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import LOGS
@@ -24,7 +25,7 @@ from tfyard.tune.onray import RayTrials
 from tfyard.tune.place import StudyPlace
 from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
-from tfyard.tune.trial import TRAIN, RunningTrial, Spares  # TRAIN: tests use a stand-in
+from tfyard.tune.trial import TRAIN, RunningTrial, trial_processes  # TRAIN: tests' stand-in
 
 POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
 PLOT_S = 60.0   # tune.png is drawn at most this often while trials run (~1 s of a core)
@@ -74,6 +75,16 @@ def run(search: Search) -> dict:
 
 
 def _run(search: Search) -> dict:
+    processes = trial_processes(_trial_env(search))
+    try:
+        if search.ray is None:
+            processes.prepare(TRAIN)   # TensorFlow's import beside the study's opening
+        return _study(search, processes)
+    finally:
+        processes.close()
+
+
+def _study(search: Search, processes: ForkServer) -> dict:
     optuna = studies.import_optuna()
     states = optuna.trial.TrialState
     study = optuna.create_study(
@@ -100,7 +111,6 @@ def _run(search: Search) -> dict:
     paused: dict[int, float | None] = {}   # PBT: trials stopped at the interval, their values
     failures, deadline = 0, time.monotonic() + (search.timeout or math.inf)
     ended, plotted = False, time.monotonic()   # a trial ended since the summary was written
-    spares = Spares(_trial_env(search))
     previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
     try:
         while True:
@@ -119,7 +129,7 @@ def _run(search: Search) -> dict:
                     break   # the study is full: another tune asked at the same moment
                 busy += resumed is None
                 trial = _start(search, study, optuna, asked, resumed, runs, population,
-                               spares, more=bool(left) or done + busy < wanted)
+                               processes)
                 running[trial.number] = trial
             if ended:   # once the next trials have started: they need not wait for it
                 plot = time.monotonic() - plotted >= PLOT_S
@@ -155,7 +165,6 @@ def _run(search: Search) -> dict:
               "continue when the same command runs again", file=sys.stderr)
         raise SystemExit(128 + stop.signum) from None
     finally:
-        spares.close()
         restore_handlers(previous)
     summary = studies.write_summary(study, place, search.storage, search.metric.name)
     if runs:
@@ -202,10 +211,10 @@ def _ask(study, states, wanted: int):
 
 
 def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
-           population: pbt.Population | None, spares: Spares, more: bool) -> RunningTrial:
+           population: pbt.Population | None, processes: ForkServer) -> RunningTrial:
     """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
-    a PBT trial going on after its interval) with its own params, started as a process (a
-    spare when one is ready; a new spare readied when `more` trials may follow). Optuna
+    a PBT trial going on after its interval) with its own params, started as a process of
+    `processes`. Optuna
     has no public door back into a running trial, so `left` is reopened by its id."""
     place = search.place()
     if left is None:
@@ -237,7 +246,7 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
     log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
     print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
     reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node
-    return RunningTrial(trial, reports, spares.process(command, more), log_path, search.metric,
+    return RunningTrial(trial, reports, processes.process(command), log_path, search.metric,
                         reported, every)
 
 

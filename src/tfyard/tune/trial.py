@@ -3,12 +3,10 @@ metrics.jsonl tune reads as it grows, reporting each figure to Optuna and stoppi
 with SIGTERM when the pruner says so (train saves a checkpoint at SIGTERM and exits with the
 retryable PREEMPTED_EXIT_CODE, so a pruned run ends cleanly, resumable).
 
-A trial's process is a spare where one is ready (`Spares`): started ahead of its trial, it
-has imported Python's modules, TensorFlow and tfyard's training code (~2 s of a trial's
-start) while the trials before it trained, and waits for its command line
-(`cli.spare`). Where trials leave a core idle (GPU trials, a machine with cores to spare)
-the next trial starts training that much sooner; on a machine the trials fill, the import's
-CPU is spent beside them instead of before.
+A `tfyard train` trial's process is forked from a warm server (`trial_processes`,
+`launch.forked`) that imported Python's modules, TensorFlow and tfyard's training code once
+for the study: ~2 s of CPU a trial saved, on a machine the trials fill as on one with cores
+to spare. Any other command (a stand-in, Ray's launcher) runs as a process of its own.
 
 When tune spaces a trial's evaluations (every `every_epochs`), each figure goes to Optuna
 at its evaluation's number (1, 2, ... 10): the pruners then compare trials at the same point
@@ -26,52 +24,23 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tfyard.launch.local import pump, signal_group, spawn, stop_group
+from tfyard.launch.forked import ForkServer
+from tfyard.launch.local import pump, signal_group
 from tfyard.runfiles.layout import METRICS, REPORTS, RunDirectory
 from tfyard.storage import in_bucket, read_object
 from tfyard.tune.study import Metric
 
-TFYARD = (sys.executable, "-m", "tfyard")
-TRAIN = (*TFYARD, "train")   # what a trial runs, and the commands a spare takes
-SPARE = (sys.executable, "-m", "tfyard.cli.spare")
+TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs
+SERVER = (sys.executable, "-m", "tfyard.cli.forkserver")
 GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
 BUCKET_READ_S = 10.0   # a Ray trial's reports in a bucket: read this often (train uploads
 FLAG = "--output_dir"  # them every few seconds)
 
 
-class Spares:
-    """At most one spare ready for the next trial, all with the trials' environment `env`."""
-
-    def __init__(self, env: dict[str, str]):
-        self.env = env
-        self.ready: subprocess.Popen | None = None
-
-    def process(self, command: Sequence[str], more: bool) -> subprocess.Popen:
-        """A process group running `command`: a spare handed it when it is `tfyard train`
-        (not a stand-in, nor a launcher of Ray's), and a new spare made ready when `more`
-        trials may follow."""
-        if tuple(command[:len(TRAIN)]) != TRAIN:
-            return spawn(command, self.env)
-        proc, self.ready = self.ready or self._spare(), None
-        try:
-            proc.stdin.write(json.dumps(list(command[len(TFYARD):])).encode() + b"\n")
-            proc.stdin.close()
-        except BrokenPipeError:   # it died importing: its exit and output tell the trial's end
-            pass
-        if more:
-            self.ready = self._spare()
-        return proc
-
-    def close(self) -> None:
-        """End the spare no trial took (it exits at its empty stdin; the group goes)."""
-        if self.ready is not None:
-            self.ready.stdin.close()
-            stop_group(self.ready, grace=5.0)
-            self.ready.stdout.close()
-            self.ready = None
-
-    def _spare(self) -> subprocess.Popen:
-        return spawn(SPARE, self.env, stdin=subprocess.PIPE)
+def trial_processes(env: dict[str, str]) -> ForkServer:
+    """Where the trials' processes come from, all with the environment `env`: `tfyard
+    train` forked from the server, any other command spawned. Close it at the study's end."""
+    return ForkServer(SERVER, TRAIN, env)
 
 
 class RunningTrial:
