@@ -15,14 +15,17 @@ settled model, not a snapshot at a high rate:
   mean steps as a share of the grid's. A finished trial's accuracy does not depend on the
   machine's load; which trials reach a rung first and the steps a pruned trial runs on
   until tune stops it (tune's reaction, ~0.2 s) do, a little.
-- overhead: a study of 4 trials at --parallel 2; everything outside the trials' own training
-  (process start-up, TensorFlow import, model build, study I/O, scheduling) is the study's
-  wall time less the trials' own `wall_time_sec` (summary.json), per slot:
-  1 - sum(wall_time_sec) / (2 x wall time).
+- overhead: a study of 8 trials at --parallel 2, each ~20 s of training (4x --epochs);
+  everything outside the trials' own training (process start-up, TensorFlow import, model
+  build, study I/O, scheduling) is the 2 slots' time less the trials' own `wall_time_sec`
+  (summary.json): 2 x wall time - sum(wall_time_sec), printed in seconds, a trial, and as
+  a share of the 2 slots' time. The study's fixed part (the first trials wait for the
+  TensorFlow import; the last one's end leaves a slot idle) weighs more the shorter the
+  trials: `--overhead_trials 4 --overhead_x 2` is the shape measured before (~10 s trials).
 - parallel: one trial using the whole machine against two at --parallel 2 (the cores split
   between them): the summed `mean_images_per_sec` of the two over the one's.
-The timing parts (overhead, parallel) train at 16x16, twice --epochs, and mean something
-only on a quiet machine.
+The timing parts (overhead, parallel) train at 16x16 and mean something only on a quiet
+machine.
 """
 
 from __future__ import annotations
@@ -104,11 +107,15 @@ def asha(root: str, args) -> None:
 
 def overhead(root: str, args) -> None:
     space = {"learning_rate": {"loguniform": [0.02, 0.4]}}
-    found = study(os.path.join(root, "overhead"), space, 4, args.epochs * 2, seed=0, **TIMED)
+    trials = args.overhead_trials
+    found = study(os.path.join(root, "overhead"), space, trials, args.epochs * args.overhead_x,
+                  seed=0, **TIMED)
     trained = sum(run["wall_time_sec"] for run in found["runs"])
-    share = 1 - trained / (SETTINGS["parallel"] * found["wall_s"])
-    print(f"overhead: 4 trials at --parallel 2 in {found['wall_s']:.1f} s, their own "
-          f"training {trained:.1f} s; outside training {share:.1%} of the wall time "
+    outside = SETTINGS["parallel"] * found["wall_s"] - trained
+    print(f"overhead: {trials} trials at --parallel 2 in {found['wall_s']:.1f} s, their own "
+          f"training {trained:.1f} s ({trained / trials:.1f} s a trial); outside training "
+          f"{outside:.1f} s of the 2 slots' time, {outside / trials:.2f} s a trial: "
+          f"{outside / (SETTINGS['parallel'] * found['wall_s']):.1%} of the wall time "
           "(bound 10 %)", flush=True)
 
 
@@ -130,9 +137,13 @@ def main() -> int:
     parser.add_argument("--parts", nargs="+", choices=("asha", "overhead", "parallel"),
                         default=["asha", "overhead", "parallel"])
     parser.add_argument("--epochs", type=float, default=6.0,
-                        help="each trial's epochs (asha); overhead and parallel train twice "
-                        "as long")
+                        help="each trial's epochs (asha); parallel trains twice as long, "
+                        "overhead --overhead_x times")
     parser.add_argument("--asha_trials", type=int, default=10, help="trials an ASHA study runs")
+    parser.add_argument("--overhead_trials", type=int, default=8,
+                        help="trials of the overhead study")
+    parser.add_argument("--overhead_x", type=float, default=4.0,
+                        help="overhead: each trial trains this many times --epochs")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3],
                         help="ASHA study seeds")
     parser.add_argument("--no_grid", action="store_true", help="asha: the ASHA studies "
