@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 
 from tfyard.launch.local import guard, signal_group, spawn
 
+# Linux only: elsewhere (macOS's system libraries are not fork-safe) plain processes.
+FORKS = sys.platform.startswith("linux")
 ANSWER_S = 300.0   # the most a request waits for the server's pid: its import, on a slow disk
 MESSAGE_BYTES = 1 << 20
 
@@ -102,7 +104,7 @@ class ForkServer:
             self._channel = None
 
     def _served(self, command: Sequence[str]) -> bool:
-        return tuple(command[:len(self.serves)]) == self.serves and not self._lost
+        return FORKS and tuple(command[:len(self.serves)]) == self.serves and not self._lost
 
     def _fork(self, command: Sequence[str]) -> Forked | None:
         if self._channel is None:
