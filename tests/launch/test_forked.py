@@ -1,6 +1,6 @@
 """Processes forked from a warm server (`launch.forked`): a forked process behaves as a
 spawned one (its own session, its output on our pipe, its exit status and signal, wait's
-timeout, the guard); the server kills what it forked when we close it; a server that dies
+timeout, the guard); the server kills what it forked when we close it or die; a server that dies
 ends what it left with SIGKILL's status and is replaced by plain processes, as is one that
 never starts; commands it does not serve are spawned.
 
@@ -92,6 +92,22 @@ def test_closing_the_server_kills_what_it_forked(server):
     server.close()
     assert proc.wait(30) == -signal.SIGKILL and gone(proc.pid)
     finish(proc)
+
+
+def test_a_caller_killed_outright_takes_the_server_and_its_children_with_it():
+    caller = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys, time\n"
+         "from tfyard.launch.forked import ForkServer\n"
+         f"forks = ForkServer({STAND_IN!r}, {RUN!r}, dict(os.environ))\n"
+         f"proc = forks.process({python('import time; time.sleep(60)')!r})\n"
+         "print(proc.pid, forks._server.pid, flush=True)\n"
+         "time.sleep(60)"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    child, server = map(int, caller.stdout.readline().split())
+    caller.stdout.close()
+    os.killpg(caller.pid, signal.SIGKILL)   # as a tune's process group is killed
+    caller.wait()
+    assert gone(child) and gone(server)
 
 
 def test_a_dead_server_ends_its_children_and_plain_processes_follow(server):

@@ -191,15 +191,18 @@ def serve(run: Callable[[list[str]], None]) -> None:
             _reap(channel, children)
         if channel not in readable:
             continue
-        message, fds, _, _ = socket.recv_fds(channel, MESSAGE_BYTES, 1)
+        try:
+            message, fds, _, _ = socket.recv_fds(channel, MESSAGE_BYTES, 1)
+        except OSError:   # our caller's end is gone, as at its close
+            message = b""
         if not message:
             break
         pid = os.fork()
-        if pid == 0:
+        if pid == 0:   # never back into this loop: `run` ends the child, whatever it raises
             _child(run, json.loads(message)["argv"], fds[0], channel, (wake, woken))
         os.close(fds[0])
         children.add(pid)
-        channel.send(json.dumps({"pid": pid}).encode())
+        _answer(channel, {"pid": pid})
     for pid in children:
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -213,8 +216,14 @@ def _reap(channel: socket.socket, children: set[int]) -> None:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             children.discard(pid)
-            channel.send(json.dumps({"exit": pid,
-                                     "code": os.waitstatus_to_exitcode(status)}).encode())
+            _answer(channel, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _answer(channel: socket.socket, message: dict) -> None:
+    try:
+        channel.send(json.dumps(message).encode())
+    except OSError:   # our caller's end is gone: the next read says so
+        pass
 
 
 def _child(run: Callable[[list[str]], None], argv: list[str], output: int,
