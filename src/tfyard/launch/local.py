@@ -75,17 +75,16 @@ def check_command(command: Sequence[str]) -> None:
         raise UserError("no command to run; put it after `--`, e.g. -- python train.py")
 
 
-def spawn(command: Sequence[str], env: dict[str, str], cwd: str | None = None,
-          stdin: int = subprocess.DEVNULL) -> subprocess.Popen:
-    """Start `command` in a new session (its own process group), output merged on a pipe
-    (and `stdin=subprocess.PIPE`: input on one).
+def spawn(command: Sequence[str], env: dict[str, str],
+          cwd: str | None = None) -> subprocess.Popen:
+    """Start `command` in a new session (its own process group), output merged on a pipe.
 
     A guard process kills that whole group once our end of its stdin closes, so members
     never outlive whoever started them, even one killed by SIGKILL (a Spark task).
     """
     try:
         proc = subprocess.Popen(
-            list(command), env=env, stdin=stdin, stdout=subprocess.PIPE,
+            list(command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
         )
     except OSError as exc:

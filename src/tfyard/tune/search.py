@@ -214,8 +214,8 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
            population: pbt.Population | None, processes: ForkServer) -> RunningTrial:
     """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
     a PBT trial going on after its interval) with its own params, started as a process of
-    `processes`. Optuna
-    has no public door back into a running trial, so `left` is reopened by its id."""
+    `processes`. Optuna has no public door back into a running trial, so `left` is reopened
+    by its id."""
     place = search.place()
     if left is None:
         trial = asked
