@@ -61,16 +61,23 @@ def is_remote(path: str) -> bool:
     return storage.scheme_of(path) is not None
 
 
-def visible_gpus() -> int:
-    """GPUs this process may use, found without importing TensorFlow."""
+def visible_gpu_ids() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them, found without
+    importing TensorFlow."""
     cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cuda is not None:
-        ids = [d for d in cuda.split(",") if d.strip() and not d.strip().startswith("-")]
-        return len(ids)
+        ids = [d.strip() for d in cuda.split(",")]
+        return ids[:next((i for i, d in enumerate(ids) if not d or d.startswith("-")),
+                         len(ids))]   # CUDA stops at the first invalid entry
     try:
-        return len(os.listdir("/proc/driver/nvidia/gpus"))
+        return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
     except OSError:
-        return 0
+        return []
+
+
+def visible_gpus() -> int:
+    """How many GPUs this process may use, found without importing TensorFlow."""
+    return len(visible_gpu_ids())
 
 
 def _parse_gpus(value, source: str) -> int:

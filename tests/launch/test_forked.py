@@ -167,3 +167,14 @@ def figures(run_dir) -> list[tuple]:
     with open(run_dir / "metrics.jsonl") as stream:
         return [(r["kind"], r["step"], r.get("loss"), r.get("top1"))
                 for r in map(json.loads, stream)]
+
+
+def test_a_forked_process_gets_its_own_environment_on_top_of_the_servers(server):
+    """Tune gives each trial its GPUs this way; the server's own environment is untouched,
+    so the next process does not inherit the last one's."""
+    code = python("import os; print(os.environ.get('TRIAL_GPUS'), os.environ.get('HOME'))")
+    given = server.process(code, {"TRIAL_GPUS": "1"})
+    assert isinstance(given, Forked) and given.wait(30) == 0
+    assert finish(given).split() == ["1", str(os.environ.get("HOME"))]
+    plain = server.process(code)
+    assert plain.wait(30) == 0 and finish(plain).split()[0] == "None"

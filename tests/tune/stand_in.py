@@ -35,6 +35,8 @@ if args.learning_rate > float(os.environ.get("STAND_IN_FAIL_ABOVE", "inf")):
     sys.exit(1)
 task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
 print(f"stand-in: member {task.get('type', 'worker')}:{task.get('index', 0)}")
+print(f"stand-in: GPUs {os.environ.get('CUDA_VISIBLE_DEVICES')}, memory growth "
+      f"{os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')}")
 if task.get("index", 0):   # another member: a private directory, as train's non-chief
     args.output_dir = tempfile.mkdtemp()
 published = contextlib.nullcontext()

@@ -46,6 +46,31 @@ def test_a_study_is_optunas_and_names_its_best_run(tmp_path, capsys):
     assert records[-1]["top1"] == best.value
 
 
+@pytest.mark.parametrize("visible, shares", [("0,1", {"0", "1"}), ("3", {"3"})])
+def test_parallel_trials_are_placed_on_gpus_with_memory_growth(tmp_path, capsys, monkeypatch,
+                                                                 visible, shares):
+    """Each trial sees its own GPU where there are as many as trials, else trials share one;
+    the first line says which, each trial's environment has it, and so does its record."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    tune(*_argv(tmp_path, "--parallel", 2, trials=3))
+    first = capsys.readouterr().out.splitlines()[0]
+    assert ("own GPU(s): 0 | 1" if len(shares) == 2 else "2 trials share GPU(s) 3") in first
+    study = optuna.load_study(study_name="study",
+                              storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
+    given = [t.user_attrs["cuda_visible_devices"] for t in study.trials]
+    assert set(given[:2]) == shares   # the two started together: one GPU each, or the one
+    for trial, devices in zip(study.trials, given, strict=True):
+        log = (tmp_path / "study" / "logs" / f"{trial.number:04d}.log").read_text()
+        assert f"stand-in: GPUs {devices}, memory growth true" in log
+
+
+def test_trials_of_a_machine_without_gpus_get_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    tune(*_argv(tmp_path, trials=1))
+    log = (tmp_path / "study" / "logs" / "0000.log").read_text()
+    assert "stand-in: GPUs , memory growth None" in log
+
+
 def test_a_grid_runs_each_choice_once(tmp_path):
     space = {"learning_rate": {"choice": [0.01, 0.1]}, "epochs": 1}
     summary = tune(*_argv(tmp_path, "--sampler", "grid", trials=5, space=space))

@@ -17,7 +17,10 @@ and end with SIGKILL's status (their exit status died with it).
 
 The channel is a SOCK_SEQPACKET socket pair (messages keep their bounds; the server reads
 its end as stdin), one JSON message each way:
-    us -> server   {"argv": [...]} with our pipe's write end attached
+    us -> server   {"argv": [...], "env": {...}} with our pipe's write end attached (env:
+                   what the child sets in its environment before it runs, such as the GPUs
+                   a trial may see: the server never started TensorFlow's runtime, so the
+                   child's runtime reads them)
     server -> us   {"pid": N} once forked; {"exit": N, "code": C} once reaped (C as
                    Popen's returncode: negative for a signal)
 """
@@ -86,14 +89,15 @@ class ForkServer:
         if self._served(command) and self._channel is None:
             self._start()
 
-    def process(self, command: Sequence[str]):
-        """`command` started, forked from the server where it can be, else spawned."""
+    def process(self, command: Sequence[str], env: dict[str, str] | None = None):
+        """`command` started, forked from the server where it can be, else spawned; `env`
+        is added to the server's environment for this process alone."""
         if self._served(command):
-            forked = self._fork(command)
+            forked = self._fork(command, env or {})
             if forked is not None:
                 forked.guard = guard(forked.pid)
                 return forked
-        return spawn(command, self.env)
+        return spawn(command, {**self.env, **(env or {})})
 
     def close(self) -> None:
         """End the server (it kills any child still running, at our end's close)."""
@@ -106,7 +110,7 @@ class ForkServer:
     def _served(self, command: Sequence[str]) -> bool:
         return FORKS and tuple(command[:len(self.serves)]) == self.serves and not self._lost
 
-    def _fork(self, command: Sequence[str]) -> Forked | None:
+    def _fork(self, command: Sequence[str], env: dict[str, str]) -> Forked | None:
         if self._channel is None:
             self._start()
         read, write = os.pipe()
@@ -118,7 +122,8 @@ class ForkServer:
             self._asked.append((command, read))
         try:
             argv = list(command[len(self.serves):])
-            socket.send_fds(self._channel, [json.dumps({"argv": argv}).encode()], [write])
+            socket.send_fds(self._channel, [json.dumps({"argv": argv, "env": env}).encode()],
+                            [write])
         except OSError:   # the server is gone: the reader tells it (None)
             pass
         finally:
@@ -199,7 +204,7 @@ def serve(run: Callable[[list[str]], None]) -> None:
             break
         pid = os.fork()
         if pid == 0:   # never back into this loop: `run` ends the child, whatever it raises
-            _child(run, json.loads(message)["argv"], fds[0], channel, (wake, woken))
+            _child(run, json.loads(message), fds[0], channel, (wake, woken))
         os.close(fds[0])
         children.add(pid)
         _answer(channel, {"pid": pid})
@@ -226,14 +231,15 @@ def _answer(channel: socket.socket, message: dict) -> None:
         pass
 
 
-def _child(run: Callable[[list[str]], None], argv: list[str], output: int,
+def _child(run: Callable[[list[str]], None], request: dict, output: int,
            channel: socket.socket, wakes: Sequence[int]) -> None:
     """In the fork: a session of its own, the server's signal handling undone and its files
-    closed, stdin empty, stdout and stderr on `output`, fresh random state (Python's own
-    reseeds at fork; numpy's global does not); then `run`, whose SystemExit goes up to the
-    interpreter's exit as in any process."""
+    closed, stdin empty, stdout and stderr on `output`, the request's environment, fresh
+    random state (Python's own reseeds at fork; numpy's global does not); then `run` of the
+    request's argv, whose SystemExit goes up to the interpreter's exit as in any process."""
     try:
         os.setsid()
+        os.environ.update(request.get("env", {}))
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         channel.close()
@@ -247,5 +253,5 @@ def _child(run: Callable[[list[str]], None], argv: list[str], output: int,
             sys.modules["numpy"].random.seed()
     except BaseException:
         os._exit(1)
-    run(argv)
+    run(request["argv"])
     os._exit(1)   # `run` returned: it should have ended the process

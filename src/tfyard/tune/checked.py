@@ -68,13 +68,13 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
         require_writable(output_dir, "--output_dir")
     LocalFiles().make_directory(place.home.root)
     studies.open_storage(storage)
-    threads = _split(parallel) if ray is None else ray.threads   # Ray: checked as it starts
+    threads, gpus = _split(parallel, shared.num_gpus) if ray is None else (ray.threads, ())
     return Search(
         space=params, metric=measured, direction="maximize" if mode == "max" else "minimize",
         trials=trials, output_dir=output_dir, train_argv=train_argv, storage=storage,
         study_name=study_name or place.name,
-        parallel=parallel, threads=threads, sampler=sampler, scheduler=scheduler, seed=seed,
-        timeout=timeout, max_failures=max_failures,
+        parallel=parallel, threads=threads, gpus=gpus, sampler=sampler, scheduler=scheduler,
+        seed=seed, timeout=timeout, max_failures=max_failures,
         tracking=tracked,
         fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
         pbt_interval=pbt_interval, ray=ray)
@@ -154,21 +154,47 @@ def _cadence(shared, fixed: dict, searched: set, given: set) -> tuple[int, float
     return EVALUATIONS, float(epochs)
 
 
-def _split(parallel: int) -> int | None:
-    """Each trial's CPU threads when several share the machine; refuses more trials than
-    cores. Prints how the machine was split, tune's first line."""
+def _split(parallel: int, num_gpus: str | None) -> tuple[int | None, tuple[str, ...]]:
+    """Each trial's CPU threads when several share the machine, and each trial slot's GPUs
+    (`gpu_shares`; none where the trials' --num_gpus is 0); refuses more trials than cores.
+    Prints how the machine was split, tune's first line (Ray places its trials itself)."""
+    from tfyard.platform import visible_gpu_ids
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
         else os.cpu_count() or 1
     if parallel > cores:
         raise UserError(f"--parallel {parallel}: this machine has {cores} CPU core(s); run at "
                         f"most {cores} trials at once")
-    if parallel == 1:
-        print(f"tune: one trial at a time on all {cores} CPU core(s)", flush=True)
-        return None
-    threads = cores // parallel
-    print(f"tune: {parallel} trials at a time, {threads} of {cores} CPU cores each "
-          f"(TF_NUM_INTRAOP_THREADS={threads})", flush=True)
-    return threads
+    shares = gpu_shares([] if num_gpus == "0" else visible_gpu_ids(), parallel)
+    threads = cores // parallel if parallel > 1 else None
+    split = (f"{parallel} trials at a time, {threads} of {cores} CPU cores each "
+             f"(TF_NUM_INTRAOP_THREADS={threads})") if threads else \
+        f"one trial at a time on all {cores} CPU core(s)"
+    print(f"tune: {split}{_described_shares(shares)}", flush=True)
+    return threads, shares
+
+
+def gpu_shares(gpus: list[str], parallel: int) -> tuple[str, ...]:
+    """The CUDA_VISIBLE_DEVICES of each of `parallel` trial slots: GPUs of its own where
+    there are enough (an equal number each), else one GPU that trials share round-robin
+    (each with memory growth on, so each takes only what it uses)."""
+    if not gpus:
+        return ()
+    if parallel > len(gpus):
+        return tuple(gpus[slot % len(gpus)] for slot in range(parallel))
+    each = len(gpus) // parallel
+    return tuple(",".join(gpus[slot * each:(slot + 1) * each]) for slot in range(parallel))
+
+
+def _described_shares(shares: tuple[str, ...]) -> str:
+    if not shares:
+        return ""
+    if len(shares) == 1:
+        return f", GPU(s) {shares[0]} (memory growth on)"
+    if len(set(shares)) < len(shares):
+        return (f"; {len(shares)} trials share GPU(s) {', '.join(sorted(set(shares)))} "
+                "round-robin, memory growth on")
+    return f"; each trial on its own GPU(s): {' | '.join(shares)}, memory growth on"
 
 
 def trial_argv(model, data, options: dict) -> list[str]:

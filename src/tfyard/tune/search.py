@@ -27,6 +27,7 @@ from tfyard.tune.space import Param, option_argv
 from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import TRAIN, RunningTrial, trial_processes  # TRAIN: tests' stand-in
 
+DEVICES = "cuda_visible_devices"   # a trial's user attribute: the GPUs it was given
 POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
 PLOT_S = 60.0   # tune.png is drawn at most this often while trials run (~1 s of a core)
 
@@ -45,6 +46,7 @@ class Search:
     study_name: str
     parallel: int = 1
     threads: int | None = None      # each trial's CPU threads when trials share the machine
+    gpus: tuple[str, ...] = ()      # each trial slot's CUDA_VISIBLE_DEVICES (none: no GPU)
     sampler: str = "tpe"
     scheduler: str = "none"
     seed: int | None = None
@@ -129,7 +131,7 @@ def _study(search: Search, processes: ForkServer) -> dict:
                     break   # the study is full: another tune asked at the same moment
                 busy += resumed is None
                 trial = _start(search, study, optuna, asked, resumed, runs, population,
-                               processes)
+                               processes, [t.devices for t in running.values()])
                 running[trial.number] = trial
             if ended:   # once the next trials have started: they need not wait for it
                 plot = time.monotonic() - plotted >= PLOT_S
@@ -211,23 +213,28 @@ def _ask(study, states, wanted: int):
 
 
 def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
-           population: pbt.Population | None, processes: ForkServer) -> RunningTrial:
+           population: pbt.Population | None, processes: ForkServer,
+           busy: list[str | None]) -> RunningTrial:
     """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
     a PBT trial going on after its interval) with its own params, started as a process of
-    `processes`. Optuna has no public door back into a running trial, so `left` is reopened
-    by its id."""
+    `processes` on its GPUs (`busy`: those of the trials running). Optuna has no public door
+    back into a running trial, so `left` is reopened by its id."""
     place = search.place()
     if left is None:
         trial = asked
         params = {p.name: p.suggest(trial) for p in search.space if p.kind}
         run_dir = place.run_dir(trial.number)
         trial.set_user_attr("run_dir", run_dir)
+        devices = _devices(search, None, busy)
         reported, verb = (), "started"
     else:
         trial = optuna.trial.Trial(study, left._trial_id)
         params = pbt.values_now(left) if population else left.params
         run_dir = left.user_attrs["run_dir"]
+        devices = _devices(search, left.user_attrs.get(DEVICES), busy)
         reported, verb = left.intermediate_values, "resumed"
+    if devices is not None:
+        trial.set_user_attr(DEVICES, devices)
     work_dir = place.work_dir(trial.number)
     if runs:
         runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
@@ -244,10 +251,23 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
     if search.ray:
         command = search.ray.command(command)
     log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
-    print(f"tune: trial {trial.number} {verb}: {_shown(params)}", flush=True)
+    where = "" if devices is None else f" on GPU(s) {devices}"
+    print(f"tune: trial {trial.number} {verb}{where}: {_shown(params)}", flush=True)
     reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node
-    return RunningTrial(trial, reports, processes.process(command), log_path, search.metric,
-                        reported, every)
+    gpus = None if devices is None else {"CUDA_VISIBLE_DEVICES": devices,
+                                         "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    return RunningTrial(trial, reports, processes.process(command, gpus), log_path,
+                        search.metric, reported, every, devices)
+
+
+def _devices(search: Search, recorded: str | None, busy: list[str | None]) -> str | None:
+    """The GPUs a trial sees: those it had before a kill (a resumed trial keeps its share),
+    else the share the fewest running trials use, the first such; None without GPUs."""
+    if not search.gpus:
+        return None
+    if recorded in search.gpus:
+        return recorded
+    return min(search.gpus, key=busy.count)
 
 
 def _trial_env(search: Search) -> dict[str, str]:

@@ -49,9 +49,9 @@ class RunningTrial:
 
     def __init__(self, trial, run_dir: str, proc: subprocess.Popen,
                  log_path: str, metric: Metric, reported: Sequence[int] = (),
-                 every_epochs: float | None = None):
+                 every_epochs: float | None = None, devices: str | None = None):
         self.trial, self.run_dir, self.log_path, self.metric = trial, run_dir, log_path, metric
-        self.every_epochs = every_epochs
+        self.every_epochs, self.devices = every_epochs, devices   # devices: its GPUs
         self.reported = set(reported)   # Optuna steps a resumed trial reported before
         self.value: float | None = None
         self.step = 0   # the training step of its last figure told to Optuna
