@@ -1,17 +1,19 @@
-"""One GPU, measured (issue 54): the whole program on the device, then the figures.
+"""One GPU, measured (issues 54, 64, 65): the whole program on the device, then the figures.
 
 Run on a machine with a GPU and `tensorflow[and-cuda]` (tfyard's `gpu` extra). In one run,
 on one card, in this order (each stage bounded, every figure appended to OUT/gpu.jsonl as it
 comes, so a run cut short keeps what it measured):
 - the GPUs TensorFlow finds, with its loader lines (TF_CPP_MIN_LOG_LEVEL=0);
+- the GPU test slice (`make gpu`), its tests side by side on the card;
 - ImageNet-format shards of real JPEGs (500x375, ~60 KiB, ImageNet's mean size and shape),
   written here;
-- `tfyard bench train` ResNet-50 on those shards and on synthetic batches made on the
-  device, bf16 with XLA; a hand-written Keras `fit` of the same model on the same shards
-  (decode_jpeg, resize, flip, batch, prefetch; mixed bf16, XLA);
-- `tfyard train` (bf16, XLA), `evaluate`, `predict`, the GPU test slice (`make gpu`);
+- `tfyard bench train` ResNet-50 in the settings not measured before: float32 with XLA, and
+  bf16 without it, on those shards and on synthetic batches made on the device;
+- the headline: bf16 with XLA on the shards and on synthetic batches, and a hand-written
+  Keras `fit` of the same model on the same shards (decode_jpeg, resize, flip, batch,
+  prefetch; mixed bf16, XLA);
 - `tfyard bench data` (the input alone, on the machine's cores);
-- the rest of the matrix: float32, and XLA off.
+- float32 without XLA.
 Ratios are within this run: real JPEGs / synthetic, tfyard / fit.
 
     python benchmarks/gpu.py --out OUT [--budget SECONDS] [--small]
@@ -69,16 +71,6 @@ def write_imagenet(root: str, train: int, validation: int, shards: int, height: 
     return {"train_images": train, "validation_images": validation,
             "mean_record_kib": sum(sizes) / (train + validation) / 1024,
             "image": f"{width}x{height}"}
-
-
-def write_jpegs(folder: str, count: int, height: int, width: int) -> None:
-    """Plain JPEG files for `tfyard predict`."""
-    from PIL import Image
-
-    os.makedirs(folder, exist_ok=True)
-    for seed in range(count):
-        Image.fromarray(photo(10**6 + seed, height, width)).save(
-            os.path.join(folder, f"{seed:04d}.jpg"), quality=90)
 
 
 def user_input(root: str, batch: int, size: int):
@@ -181,7 +173,7 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=540, help="seconds for every stage")
     parser.add_argument("--small", action="store_true", help="a CPU smoke test, toy sizes")
     parser.add_argument("--stages", default="all",
-                        help="comma list: env,data,headline,train,tests,input,matrix (default all)")
+                        help="comma list: env,tests,data,matrix,headline,input (default all)")
     parser.add_argument("--fit", metavar="ROOT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     small = args.small
@@ -194,10 +186,10 @@ def main() -> int:
         return 0
     os.makedirs(args.out, exist_ok=True)
     work = args.work or tempfile.mkdtemp(prefix="tfyard-gpu-")
-    data, out = os.path.join(work, "data"), os.path.join(work, "run")
+    data = os.path.join(work, "data")
     stages = Stages(args.out, args.budget)
     wanted = set(args.stages.split(",")) if args.stages != "all" else {
-        "env", "data", "headline", "train", "tests", "input", "matrix"}
+        "env", "tests", "data", "matrix", "headline", "input"}
     tfyard = [sys.executable, "-m", "tfyard"]
 
     if "env" in wanted:
@@ -210,14 +202,22 @@ def main() -> int:
             "for d in g], 'cuda': tf.sysconfig.get_build_info().get('cuda_version'), "
             "'cudnn': tf.sysconfig.get_build_info().get('cudnn_version')}))")],
             env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    if "tests" in wanted:   # side by side: each test's children keep to their own memory
+        stages.run("make gpu", [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                                "-rA", "-n", "6", "-m", "gpu",
+                                os.path.join(HERE, "..", "tests", "gpu")], limit=240)
     if "data" in wanted:
         started = time.time()
         counts = (64, 16, 2) if small else (4096, 512, 16)
         os.makedirs(data, exist_ok=True)
         figures = write_imagenet(data, *counts, *((96, 128) if small else (375, 500)))
-        write_jpegs(os.path.join(work, "jpegs"), 8 if small else 64, *(
-            (96, 128) if small else (375, 500)))
         stages.record("data", {**figures, "wall_s": round(time.time() - started, 1)})
+    if "matrix" in wanted:
+        for dtype, xla in (("float32", True), ("bfloat16", False)):
+            for data_name, source in (("synthetic", "synthetic"), ("jpeg", data)):
+                stages.figures(f"bench train {data_name} {dtype} "
+                               f"{'xla' if xla else 'no_xla'}",
+                               bench_argv(args, source, dtype, xla))
     if "headline" in wanted:
         stages.figures("bench train jpeg bf16 xla", bench_argv(args, data, "bfloat16", True))
         stages.figures("bench train synthetic bf16 xla",
@@ -225,32 +225,15 @@ def main() -> int:
         stages.figures("fit jpeg mixed_bf16 xla",
                        [sys.executable, os.path.abspath(__file__), "--out", args.out,
                         "--fit", data] + (["--small"] if small else []))
-    if "train" in wanted:
-        common = ["--output_dir", out, "--model", args.model, "--dataset", "imagenet",
-                  "--data_dir", data, "--image_size", str(args.size), "--dtype", "bfloat16",
-                  "--batch_size", str(args.batch), "--steps_per_loop", str(chunk)]
-        stages.run("train", tfyard + ["train", *common, "--train_steps", str(3 * chunk)])
-        stages.run("evaluate", tfyard + ["evaluate", "--output_dir", out])
-        stages.run("evaluate export", tfyard + ["evaluate", "--output_dir", out, "--export"])
-        stages.run("predict", tfyard + ["predict", "--output_dir", out,
-                                        os.path.join(work, "jpegs"), "--output",
-                                        os.path.join(work, "predictions.csv")])
-    if "tests" in wanted:
-        stages.run("make gpu", [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                                "-m", "gpu", os.path.join(HERE, "..", "tests", "gpu")])
     if "input" in wanted:
         for dtype in ("bfloat16", "float32"):
             stages.figures(f"bench data {dtype}", tfyard + [
                 "bench", "data", "--dataset", "imagenet", "--data_dir", data, "--batch_size",
                 str(args.batch), "--image_size", str(args.size), "--dtype", dtype, "--json"])
     if "matrix" in wanted:
-        for data_name, source in (("jpeg", data), ("synthetic", "synthetic")):
-            stages.figures(f"bench train {data_name} float32 xla",
-                           bench_argv(args, source, "float32", True))
-        for data_name, source in (("jpeg", data), ("synthetic", "synthetic")):
-            for dtype in ("bfloat16", "float32"):
-                stages.figures(f"bench train {data_name} {dtype} no_xla",
-                               bench_argv(args, source, dtype, False))
+        for data_name, source in (("synthetic", "synthetic"), ("jpeg", data)):
+            stages.figures(f"bench train {data_name} float32 no_xla",
+                           bench_argv(args, source, "float32", False))
     return 0
 
 

@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # benchmarks/gpu.py on a GPU machine that has Python 3.12 but no TensorFlow and no registry:
-# the wheels of `tensorflow[and-cuda]` (and keras, rich) come as a tar split into parts
-# (`PARTS`, joined in name order), are unpacked side by side into one site folder (so
-# TensorFlow finds the nvidia/* libraries and ptxas beside it, as pip would place them), and
-# the run's figures go to OUT.
+# the wheels of `tensorflow[and-cuda]`, keras and optuna come as a tar split into parts
+# (benchmarks/gpu_parts.sh makes them and says what they leave out; `PARTS`, joined in name
+# order), are unpacked side by side into one site folder (so TensorFlow finds the nvidia/*
+# libraries and ptxas beside it, as pip would place them), and the run's figures go to OUT.
 #   PARTS=/tmp/parts SITE=/tmp/site OUT=... bash benchmarks/gpu_device.sh [gpu.py flags]
-# For one GPU, nccl (loaded only when NCCL is first called), libclang, cuSOLVER's multi-GPU
-# library and cuDNN's RNN/attention library may be left out of the parts to save transfer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=${PARTS:-/tmp/parts}

@@ -21,7 +21,11 @@ from tests import shared_servers
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The suite trains on the CPU; the GPU slice (tests/gpu) gives its children the devices the
 # suite was started with.
-STARTED_WITH_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")
+# xdist's workers inherit the controller's environment, so the devices it started with are
+# kept for them in TFYARD_TESTS_DEVICES ("*": CUDA_VISIBLE_DEVICES was unset, every GPU).
+_STARTED = os.environ.setdefault("TFYARD_TESTS_DEVICES",
+                                 os.environ.get("CUDA_VISIBLE_DEVICES", "*"))
+STARTED_WITH_DEVICES = None if _STARTED == "*" else _STARTED
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # Read when Ray is imported: no usage stats, and every Ray address on loopback.
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"

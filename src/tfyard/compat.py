@@ -50,6 +50,16 @@ def onednn_enabled() -> bool:
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
+def local_gpus() -> list[tuple[str, int, str]]:
+    """(name, memory limit in bytes, the card as TensorFlow describes it) of each logical GPU
+    of this process: two carved from one card name the same card. Only TensorFlow's
+    device_lib reads a logical device's memory and card. Checked against TensorFlow 2.21."""
+    from tensorflow.python.client import device_lib
+
+    return [(device.name, device.memory_limit, device.physical_device_desc)
+            for device in device_lib.list_local_devices() if device.device_type == "GPU"]
+
+
 def wait_at_barrier(name: str, timeout_ms: int) -> None:
     """Block until every member of the cluster's coordination service reaches barrier `name`
     (a `tf.errors.OpError` on a timeout, a failed member, or no coordination service).

@@ -146,7 +146,8 @@ def _train(args) -> int:
         return 0
     print(f"bench train: {result['model']} on {result['data']} {result['image_size']}px, "
           f"{result['dtype']}, XLA {'on' if result['jit_compile'] else 'off'}, "
-          f"{result['strategy']} x{result['replicas']}, global batch {result['global_batch']}")
+          f"{result['strategy']} x{result['replicas']}, global batch {result['global_batch']}, "
+          f"{result['devices']}")
     print(f"  images/sec   {result['images_per_sec']:10.1f}  (median of {result['windows']} "
           f"windows of {result['steps_per_loop']} steps; {result['warmup_steps']} warm-up "
           "steps excluded)")

@@ -114,21 +114,45 @@ def configure_cpu_replicas(count: int) -> None:
 
 
 def describe_devices(num_gpus: int) -> str:
-    """The devices a member trains on, named as the driver names them ("1 GPU: NVIDIA H200
-    (compute 9.0)"), so a run's first lines say whether the GPU was found at all."""
+    """The devices a member trains on, named as the driver names them, with the memory each
+    may use ("1 GPU: NVIDIA H200 (compute 9.0, 131.6 GiB, memory growth on)"), so a run's
+    first lines say whether the GPU was found at all and what a trial sharing it got."""
     if not num_gpus:
         return "on the CPU"
     import tensorflow as tf
 
-    names = []
-    for gpu in tf.config.list_physical_devices("GPU")[:num_gpus]:
-        details = tf.config.experimental.get_device_details(gpu)
-        major, minor = details.get("compute_capability", ("?", "?"))
-        names.append(f"{details.get('device_name', gpu.name)} (compute {major}.{minor})")
+    from tfyard import compat
+
+    gpus = compat.local_gpus()[:num_gpus]
+    cards = {card for _, _, card in gpus}
+    names = [f"{_card_field(card, 'name')} (compute {_card_field(card, 'compute capability')}"
+             f", {memory / 2**30:.1f} GiB)" for _, memory, card in gpus]
     counted = {name: names.count(name) for name in names}
     kinds = ", ".join(f"{count} x {name}" if count > 1 else name
                       for name, count in counted.items())
-    return f"on {num_gpus} GPU{'s' if num_gpus > 1 else ''}: {kinds}"
+    growth = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" or any(
+        tf.config.experimental.get_memory_growth(gpu)
+        for gpu in tf.config.list_physical_devices("GPU"))
+    shared = f", carved from {len(cards)} card(s)" if len(cards) < len(gpus) else ""
+    return (f"on {len(gpus)} GPU{'s' if len(gpus) > 1 else ''}: {kinds}{shared}"
+            f"{', memory growth on' if growth else ''}")
+
+
+def _card_field(card: str, field: str) -> str:
+    """One field of TensorFlow's description of a card ("device: 0, name: NVIDIA H200, pci
+    bus id: ..., compute capability: 9.0")."""
+    fields = dict(part.split(": ", 1) for part in card.split(", ") if ": " in part)
+    return fields.get(field, "?")
+
+
+def shares_a_card(devices: list[str]) -> bool:
+    """Whether some of these logical GPUs were carved from one card: NCCL refuses two ranks
+    on one GPU, so their all-reduce goes through one device instead."""
+    from tfyard import compat
+
+    cards = {name: card for name, _, card in compat.local_gpus()}
+    used = [cards.get(name.replace("/gpu:", "/device:GPU:"), name) for name in devices]
+    return len(set(used)) < len(used)
 
 
 def _resolver(cluster: ClusterConfig, num_gpus: int):
@@ -148,10 +172,14 @@ def _mirrored(devices: tuple[str, ...]):
     """One MirroredStrategy per device set in a process. Each new one numbers its collectives
     from the same first keys, which the runtime keeps bound to the shapes of the earlier
     one's: a notebook's next fit of another model would fail ("Shape mismatch in the
-    collective instance 100"). One strategy goes on numbering where it left off."""
+    collective instance 100"). One strategy goes on numbering where it left off. GPUs
+    carved from one card reduce through one of them (TensorFlow would pick NCCL)."""
     import tensorflow as tf
 
-    return tf.distribute.MirroredStrategy(list(devices))
+    one_card = devices[0].startswith("/gpu:") and shares_a_card(list(devices))
+    return tf.distribute.MirroredStrategy(
+        list(devices), cross_device_ops=tf.distribute.ReductionToOneDevice() if one_card
+        else None)
 
 
 def create_strategy(plan: Plan, cluster: ClusterConfig, num_gpus: int):

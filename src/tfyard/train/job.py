@@ -299,15 +299,24 @@ def run_record(prepared: Prepared) -> dict:
             "per_replica_batch": numbers.per_replica_batch, "init": prepared.init}
 
 
+# What --seed keeps on a GPU: TensorFlow's GPU kernels (cuDNN's algorithms, XLA's and the
+# kernels' atomic sums) are not deterministic unless op determinism is on, which refuses
+# the step's timing ops; so a resumed run is not promised bit-exact there.
+GPU_SEED = ("; --seed on a GPU: the same examples in the same order, the weights not bit "
+            "for bit (GPU kernels are not deterministic)")
+
+
 def _announce(prepared: Prepared, restored: str | None, start: int, tracker) -> None:
     numbers, shape, plan = prepared.numbers, prepared.shape, prepared.context.plan
     identity, replicas = prepared.task.identity(), prepared.replicas
-    xla = ", XLA" if prepared.trainer.config.jit_compile else ""
+    options, gpus = prepared.context.options, prepared.context.plat.num_gpus
+    xla = "XLA" if prepared.trainer.config.jit_compile else "no XLA"
     log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
              f"({identity['num_classes']} classes, "
              f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {replicas} "
-             f"replica(s) [{plan.reason}]{xla}, "
-             f"{strategies.describe_devices(prepared.context.plat.num_gpus)}")
+             f"replica(s) [{plan.reason}], {options.dtype}, {xla}, "
+             f"{strategies.describe_devices(gpus)}"
+             f"{GPU_SEED if gpus and options.seed is not None else ''}")
     log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "
              f"{numbers.per_replica_batch or 'its batches'} per "
              f"replica x {replicas}; lr {numbers.learning_rate:.4g} {numbers.optimizer} "
