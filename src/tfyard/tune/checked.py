@@ -50,7 +50,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     if in_bucket(output_dir, "--output_dir"):
         _check_bucket(storage)
     params = read_space(space)
-    both = sorted(given & {p.name for p in params})
+    both = sorted(given.keys() & {p.name for p in params})
     if both:
         raise UserError(f"{', '.join(both)}: both in --space and on the command line; keep one")
     searched = {p.name for p in params if p.kind}
@@ -61,23 +61,27 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
     _check_pbt(scheduler, pbt_interval, params, trials, parallel)
     fixed = {p.name: p.values[0] for p in params if not p.kind}
     evaluations, epochs = _cadence(shared, fixed, searched, given)
-    storage = storage or studies.default_storage(output_dir)
     studies.import_optuna()
     place = StudyPlace(output_dir)
     if place.url:   # the one check that asks the store: after every check that does not
         require_writable(output_dir, "--output_dir")
-    LocalFiles().make_directory(place.home.root)
-    studies.open_storage(storage)
     threads, gpus = _split(parallel, shared.num_gpus) if ray is None else (ray.threads, ())
-    return Search(
+    checked = Search(
         space=params, metric=measured, direction="maximize" if mode == "max" else "minimize",
-        trials=trials, output_dir=output_dir, train_argv=train_argv, storage=storage,
+        trials=trials, output_dir=output_dir, train_argv=train_argv,
+        storage=storage or studies.default_storage(output_dir),
         study_name=study_name or place.name,
         parallel=parallel, threads=threads, gpus=gpus, sampler=sampler, scheduler=scheduler,
         seed=seed, timeout=timeout, max_failures=max_failures,
         tracking=tracked,
         fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
-        pbt_interval=pbt_interval, ray=ray)
+        pbt_interval=pbt_interval, ray=ray, shared=given)
+    studies.refuse_another_identity(
+        checked.storage, None if storage else place.home.database, checked.study_name,
+        checked.identity())
+    LocalFiles().make_directory(place.home.root)   # nothing is written before this point
+    studies.open_storage(checked.storage)
+    return checked
 
 
 def _check_settings(**settings) -> None:
@@ -126,23 +130,23 @@ def _check_pbt(scheduler: str, interval: int | None, space, trials: int,
 
 
 def _train_options(argv: list[str]):
-    """The shared train options, parsed and checked as `tfyard train` does; and the names
-    they set."""
+    """The shared train options, parsed and checked as `tfyard train` does; and those the
+    flags set, by name."""
     parsed = add_train_arguments(RefusingParser(prog="tfyard train")).parse_args(argv)
-    given = {name for name, value in vars(parsed).items() if value is not None}
-    mine = sorted(given & {"output_dir", "work_dir"})
+    given = {name: value for name, value in vars(parsed).items() if value is not None}
+    mine = sorted(given.keys() & {"output_dir", "work_dir"})
     if mine:
         raise UserError(f"--{mine[0]}: tune gives each trial its own (DIR/trials/NNNN); "
                         "leave it out")
     return options_from_args(parsed), given
 
 
-def _cadence(shared, fixed: dict, searched: set, given: set) -> tuple[int, float | None]:
+def _cadence(shared, fixed: dict, searched: set, given: dict) -> tuple[int, float | None]:
     """How often trials evaluate: their own --eval_every_epochs, else EVALUATIONS times over
     their --epochs (the pruner's rungs need figures along the way)."""
-    if "eval_every_epochs" in given | searched | set(fixed):
+    if "eval_every_epochs" in given.keys() | searched | set(fixed):
         return 0, None
-    if "train_steps" in given | searched | set(fixed):
+    if "train_steps" in given.keys() | searched | set(fixed):
         raise UserError("--max_number_of_steps: tune spaces a trial's evaluations by epochs; "
                         "give --epochs instead, or --eval_every_epochs")
     if "epochs" in searched:

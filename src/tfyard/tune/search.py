@@ -58,6 +58,17 @@ class Search:
     epochs: float | None = None     # a trial's length unless the space searches it
     pbt_interval: int | None = None  # --scheduler pbt: steps between exploit/explore rounds
     ray: RayTrials | None = None    # --on ray: each trial a `launch ray` on that cluster
+    shared: dict = field(default_factory=dict)   # the train options every trial shares, given
+
+    def identity(self) -> dict:
+        """What the study searches: fixed when it is created (its user attribute
+        `studies.IDENTITY`), and every later command on it must agree."""
+        space = {p.name: {p.kind: list(p.values)} if p.kind else p.values[0]
+                 for p in self.space}
+        return {"metric": self.metric.name, "direction": self.direction,
+                "space": json.dumps(space, sort_keys=True), "sampler": self.sampler,
+                "scheduler": self.scheduler,
+                "train": json.dumps(self.shared, sort_keys=True, default=str)}
 
     def place(self) -> StudyPlace:
         return StudyPlace(self.output_dir)
@@ -94,6 +105,8 @@ def _study(search: Search, processes: ForkServer) -> dict:
         direction=search.direction, load_if_exists=True,
         pruner=studies.pruner(search.scheduler, search.evaluations),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
+    if not study.user_attrs.get(studies.IDENTITY):   # new, or made by an earlier tfyard
+        study.set_user_attr(studies.IDENTITY, search.identity())
     place = search.place()
     directory = place.home   # the logs, and the summary before a bucket's upload
     runs = StudyRuns.start(search.tracking, study, directory.root, _described(search))
@@ -181,10 +194,7 @@ def _study(search: Search, processes: ForkServer) -> dict:
 def _described(search: Search) -> dict:
     """The study's settings, as its MLflow parent run's parameters (each trial's child
     has the trial's own, train's options included)."""
-    space = {p.name: {p.kind: list(p.values)} if p.kind else p.values[0] for p in search.space}
-    return {"metric": search.metric.name, "direction": search.direction,
-            "sampler": search.sampler, "scheduler": search.scheduler, "seed": search.seed,
-            "space": json.dumps(space, sort_keys=True)}
+    return {**search.identity(), "seed": search.seed}
 
 
 def _counts(study, states) -> tuple[int, int]:

@@ -27,6 +27,11 @@ RACES = ("already exists", "UNIQUE constraint failed: alembic_version")
 # A trial's user attribute: asked by one of two tunes sharing the storage at the same moment,
 # one too many, told failed and never run (`search._ask`); counted as its own state here.
 SURPLUS = "tfyard.surplus"
+# A study's user attribute: what it searches (`search.Search.identity`), set at its creation.
+IDENTITY = "tfyard.identity"
+# How a command gives each part of the identity.
+IDENTITY_FLAGS = {"metric": "--metric", "direction": "--mode", "space": "--space",
+                  "sampler": "--sampler", "scheduler": "--scheduler"}
 SCHEDULERS = ("none", "median", "asha", "pbt")
 # The figures a run reports (metrics.jsonl): a metric is KIND/NAME, KIND a report's source.
 METRICS = {"validation": ("eval", ("loss", "top1", "top5")),
@@ -96,6 +101,41 @@ def _refuse(url: str, exc: Exception):
                     "postgresql://USER:PASSWORD@HOST/DB") from None
 
 
+def refuse_another_identity(storage: str, database: str | None, name: str,
+                            identity: dict) -> None:
+    """Refuse in one line a command that disagrees with the study `name` it would continue
+    on what the study searches, before it writes anything. `database`: the default SQLite
+    file, not opened (nor made) where it does not exist. A study of an earlier tfyard has
+    no identity recorded; Optuna's own direction is checked, and the command records it."""
+    if database is not None and not os.path.exists(database):
+        return
+    optuna = import_optuna()
+    try:
+        study = optuna.load_study(study_name=name, storage=open_storage(storage))
+    except KeyError:   # no such study yet: this command creates it
+        return
+    recorded = study.user_attrs.get(IDENTITY) or {
+        "direction": study.direction.name.lower()}
+    for key, value in recorded.items():
+        if identity.get(key) != value:
+            raise UserError(f"study {name!r} in {shown(storage)} searches with "
+                            f"{_given(key, value)}, and this command gives "
+                            f"{_given(key, identity.get(key))}; rerun with the study's "
+                            "settings, or start another study with --study_name NAME or "
+                            "another --output_dir")
+
+
+def _given(key: str, value) -> str:
+    """A part of a study's identity as a command gives it: `--mode max`, `--epochs 4`."""
+    if key == "direction":
+        return f"--mode {str(value)[:3]}"
+    if key == "train":
+        flags = json.loads(value or "{}")
+        return " ".join(f"--{flag} {flags[flag]}" for flag in sorted(flags)) or \
+            "no shared train flags"
+    return f"{IDENTITY_FLAGS[key]} {value}"
+
+
 def sampler(name: str, seed: int | None, grid: dict | None):
     """TPE (the default), random, or the grid of `grid` (name -> choices)."""
     samplers = import_optuna().samplers
@@ -142,7 +182,7 @@ def write_summary(study, place, storage: str, metric_name: str, plot: bool = Tru
     best = study.best_trial if done else None
     summary = {
         "study_name": study.study_name, "storage": shown(storage), "metric": metric_name,
-        "direction": study.direction.name.lower(),
+        "direction": study.direction.name.lower(), "identity": study.user_attrs.get(IDENTITY),
         "best_trial": {"number": best.number, "run_dir": best.user_attrs.get("run_dir")}
         if best else None,
         "best_params": best.params if best else None,
