@@ -10,6 +10,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from tests.conftest import run_tfyard
 from tests.launch.helpers import alive
 from tests.reliability.conftest import latest_checkpoint_step, member_pid, start_job, wait_for
-from tests.train.conftest import assert_learned, read_json, read_jsonl
+from tests.train.conftest import FAST, assert_learned, read_json, read_jsonl
 from tests.train.task.test_user_models import user_model
 from tests.train.test_clusters import ASYNC
 
@@ -158,6 +160,40 @@ def test_a_member_that_never_comes_up_is_named(tmp_path):
     assert line.startswith("tfyard: error: worker:0 gave up after 15s waiting for worker:1 at "
                            f"127.0.0.1:{missing}")
     assert "--startup_timeout" in line
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_member_waiting_for_its_peers_stops_at_a_signal(tmp_path, signum):
+    """Issue 67: worker:0 alone, waiting for worker:1, ends within seconds of SIGTERM (143)
+    or SIGINT (130) in one line naming whom it waited for, not at --startup_timeout."""
+    from tfyard.distribute.strategy import reachable
+    from tfyard.launch.ports import reserved_ports
+
+    with reserved_ports(2) as (mine, missing):
+        tf_config = json.dumps({"cluster": {"worker": [f"127.0.0.1:{mine}",
+                                                       f"127.0.0.1:{missing}"]},
+                                "task": {"type": "worker", "index": 0}})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tfyard", "train", *FAST, "--train_steps", "1",
+             "--output_dir", str(tmp_path / "out"), "--work_dir", str(tmp_path / "work"),
+             "--startup_timeout", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, "TF_CONFIG": tf_config})
+        try:
+            wait_for(lambda: reachable(f"127.0.0.1:{mine}"), proc, timeout=120)
+            time.sleep(1)
+            os.kill(proc.pid, signum)
+            signalled = time.monotonic()
+            _, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert time.monotonic() - signalled < 10
+    assert proc.returncode == 128 + signum, err[-4000:]
+    assert "Traceback" not in err, err[-4000:]
+    said = [line for line in err.splitlines() if line.startswith("tfyard:")]
+    assert said == [f"tfyard: worker:0 got {signal.Signals(signum).name} while waiting for "
+                    f"worker:1 (127.0.0.1:{missing}) to start; stopped (exit "
+                    f"{128 + signum})"], err[-4000:]
 
 
 def test_a_ps_task_whose_chief_never_comes_up_gives_up(tmp_path):

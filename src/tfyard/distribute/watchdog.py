@@ -1,8 +1,9 @@
 """A separate process that ends a cluster member which waits too long for its peers.
 
 While TensorFlow waits for peers that never start it blocks in C++ holding the GIL and
-ignoring SIGTERM, so nothing inside the process can act. The watchdog child waits on a
-pipe: when the member says the cluster has formed (or exits), the pipe closes and the
+ignoring SIGTERM, so nothing inside the process can act (`gather` waits first, in Python,
+where a signal still ends the member; a peer may still go between). The watchdog child
+waits on a pipe: when the member says the cluster has formed (or exits), the pipe closes and the
 child leaves quietly; when time runs out first, it names the addresses that do not
 answer, then SIGKILLs the member.
 """
@@ -17,6 +18,7 @@ import subprocess
 import sys
 
 from tfyard.distribute.cluster import ClusterConfig
+from tfyard.distribute.gather import peers
 from tfyard.distribute.strategy import reachable
 
 
@@ -29,13 +31,10 @@ class StartupWatchdog:
     def start(self) -> StartupWatchdog:
         if not self.cluster.jobs:
             return self
-        peers = [[f"{job}:{i}", address]
-                 for job, addresses in self.cluster.training_jobs.items()
-                 for i, address in enumerate(addresses) if address != self.cluster.address]
         me = f"{self.cluster.role}:{self.cluster.task_index}"
         self._child = subprocess.Popen(
             [sys.executable, "-m", "tfyard.distribute.watchdog", str(os.getpid()),
-             str(self.timeout), me, json.dumps(peers)],
+             str(self.timeout), me, json.dumps(peers(self.cluster))],
             stdin=subprocess.PIPE, start_new_session=True)
         return self
 

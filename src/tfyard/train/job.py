@@ -19,6 +19,7 @@ from tfyard.data import formats
 from tfyard.distribute import heartbeat
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
+from tfyard.distribute.gather import gather
 from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import PAUSED, PAUSED_EXIT_CODE, PREEMPTED, UserError
@@ -118,6 +119,8 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
         watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
+        if plan.strategy == "multi_worker_mirrored":
+            gather(cluster)   # where SIGTERM still acts: TensorFlow's wait ignores it
         # before the task probes the user's input
         strategy = start_strategy(RunContext(options, plat, cluster, plan))
         # once the cluster has formed: another member of a run in a bucket restores what
