@@ -53,3 +53,32 @@ def test_this_process_lives():
     assert liveness.alive(os.getpid())
     assert liveness.start_time(os.getpid()).isdecimal()
     assert liveness.state(os.getpid()) == "R"
+
+
+def test_ended_is_gone_a_zombie_or_a_process_whose_main_thread_left_never_a_live_one(child):
+    """Issue 67: a holder killed a moment ago is a zombie, or still being torn down (its
+    main thread gone, others leaving): it runs none of its code, so it has ended."""
+    started = liveness.start_time(child.pid)
+    assert not liveness.ended(child.pid, started, wait=0.5)   # SIGKILL not pending: no wait
+    assert liveness.ended(child.pid, "another start")         # the pid reused
+    child.kill()
+    assert until(lambda: liveness.state(child.pid) == "Z")
+    assert liveness.ended(child.pid, started)
+    child.wait()
+    assert liveness.ended(child.pid, started)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="exit(2)'s number is x86-64's")
+def test_a_process_whose_main_thread_exited_has_ended():
+    proc = subprocess.Popen([sys.executable, "-c", (
+        "import ctypes, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+        "ctypes.CDLL(None).syscall(60, 0)   # exit(2): the main thread alone\n")])
+    try:
+        started = liveness.start_time(proc.pid)
+        assert until(lambda: liveness.state(proc.pid) == "Z")
+        assert liveness.alive(proc.pid)   # another thread still runs
+        assert liveness.ended(proc.pid, started)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,7 +16,14 @@ from tfyard.distribute.cluster import parse_tf_config
 from tfyard.distribute.jobid import JOB_ENV
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import LEASE as LEASE_FILE
-from tfyard.train.rundir.lease import TIMEOUT_ENV, Why, claimant, stale_reason, take_lease
+from tfyard.train.rundir.lease import (
+    ENDING_S,
+    TIMEOUT_ENV,
+    Why,
+    claimant,
+    stale_reason,
+    take_lease,
+)
 
 SINGLE = parse_tf_config(None)
 
@@ -107,3 +116,30 @@ def test_why_a_lease_may_be_taken_is_data_and_only_news_is_said(tmp_path, monkey
         take_lease(str(tmp_path), SINGLE).release()
     assert [r.message for r in caplog.records] == [
         f"tfyard: took over the lease on {tmp_path} (its process {2 ** 22 + 1} is gone)"]
+
+
+def test_a_holder_killed_a_moment_ago_is_taken_over_at_once(tmp_path, caplog):
+    """Issue 67: a rerun right after SIGKILL found its predecessor's pid still there (a
+    zombie, or being torn down) and refused; a live holder is still refused."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from tfyard.distribute.cluster import parse_tf_config\n"
+        "from tfyard.train.rundir.lease import take_lease\n"
+        f"with take_lease({str(tmp_path)!r}, parse_tf_config(None)):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(UserError, match=rf"in use by another run \(host .*, pid "
+                                            rf"{holder.pid},"):
+            take_lease(str(tmp_path), SINGLE)
+        holder.kill()   # and not reaped: a zombie, as under `timeout -s KILL`
+        asked = time.monotonic()
+        with caplog.at_level("INFO", logger="tfyard"):
+            take_lease(str(tmp_path), SINGLE).release()
+        assert time.monotonic() - asked < ENDING_S
+        assert caplog.messages == [
+            f"tfyard: took over the lease on {tmp_path} (its process {holder.pid} is gone)"]
+    finally:
+        holder.kill()
+        holder.wait()

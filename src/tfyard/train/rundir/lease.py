@@ -19,7 +19,8 @@ start's leftover lease, or the live lease of a chief of another start (a replace
 chief, still running), is no answer.
 
 A claimant that finds a lease takes it over only when it is stale (`Stale`):
-- same host and the holder's pid is gone (or is another process now): a killed run;
+- same host and the holder's pid is gone, a zombie or exiting (or is another process now):
+  a killed run (one killed a moment ago, SIGKILL still pending, is waited for ENDING_S s);
 - another host and the lease was not renewed for TFYARD_LEASE_TIMEOUT s (default 60);
 - the same launcher job (TFYARD_JOB_ID, set once per `launch local|ray|spark`): a restart.
 Otherwise it refuses in one line (UserError, exit 2) before writing anything. No POSIX
@@ -54,6 +55,7 @@ files = LocalFiles()  # a lease needs an atomic link; `take_lease` holds none el
 TIMEOUT_ENV = "TFYARD_LEASE_TIMEOUT"
 TIMEOUT_S = 60.0
 RENEW_S = 5.0
+ENDING_S = 5.0   # how long a killed holder on this host gets to leave the kernel
 POLL_S = 0.5   # how often a member looks at the lease while it waits for the holder
 RECONCILED = "reconciled"
 TRIES = 5
@@ -93,8 +95,8 @@ def stale_reason(holder: dict, me: dict) -> Stale | None:
         pid = holder.get("pid")
         if pid == me["pid"]:
             return Stale(Why.THIS_PROCESS, holder)
-        alive = liveness.start_time(pid) if isinstance(pid, int) else None
-        if alive is None or alive not in ("?", holder.get("pid_start")):
+        if not isinstance(pid, int) or liveness.ended(pid, holder.get("pid_start"),
+                                                       wait=ENDING_S):
             return Stale(Why.PROCESS_GONE, holder)
         return None
     if holder["age"] > envvars.number(TIMEOUT_ENV, TIMEOUT_S):
