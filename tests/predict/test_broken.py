@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from tests.conftest import run_tfyard
 from tests.predict.conftest import encoded, photo
 from tfyard.cli import main
 
@@ -48,6 +49,18 @@ def test_on_error_fail_stops_with_one_line_and_no_file(run, mixed, tmp_path, cap
                  "--on_error", "fail"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "b_truncated.jpg: cannot decode" in err
+    assert not output.exists() and sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_on_error_fail_into_parquet_closes_it_once(run, mixed, tmp_path):
+    """Issue 67: pyarrow's writer, left open by the failure, closed itself at exit into the
+    closed file: "Exception ignored in ... ParquetWriter.__del__" after the one line."""
+    output = tmp_path / "rows.parquet"
+    result = run_tfyard("predict", "--output_dir", run, mixed, "--output", output,
+                        "--on_error", "fail")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "b_truncated.jpg: cannot decode" in lines[0], result.stderr
     assert not output.exists() and sorted(os.listdir(tmp_path)) == ["in"]
 
 

@@ -54,6 +54,9 @@ class _Csv:
     def close(self) -> None:
         pass
 
+    def discard(self) -> None:
+        pass
+
 
 class _Jsonl:
     def __init__(self, stream, columns):
@@ -63,6 +66,9 @@ class _Jsonl:
         self.stream.write(json.dumps(row) + "\n")
 
     def close(self) -> None:
+        pass
+
+    def discard(self) -> None:
         pass
 
 
@@ -90,6 +96,13 @@ class _Parquet:
         self._flush()
         self.writer.close()
 
+    def discard(self) -> None:
+        """Close without the rows held: else pyarrow's own `__del__` closes it later, into
+        the stream already closed ("write to closed file")."""
+        self.rows = []
+        with contextlib.suppress(Exception):   # the error that stopped it is the news
+            self.writer.close()
+
 
 WRITERS = {"csv": _Csv, "jsonl": _Jsonl, "parquet": _Parquet}
 
@@ -99,12 +112,22 @@ def table(output: str | None, fmt: str, columns):
     """A writer (`write(row)`) of `fmt` to `output`, or to stdout when None; the file gets
     its name only if the block ends without an error."""
     if output is None:
-        writer = WRITERS[fmt](sys.stdout, columns)
-        yield writer
-        writer.close()
+        with _closed(WRITERS[fmt](sys.stdout, columns)) as writer:
+            yield writer
         sys.stdout.flush()
         return
-    with replacing_file(output, "wb" if fmt == "parquet" else "w") as stream:
-        writer = WRITERS[fmt](stream, columns)
+    with replacing_file(output, "wb" if fmt == "parquet" else "w") as stream, \
+            _closed(WRITERS[fmt](stream, columns)) as writer:
         yield writer
-        writer.close()
+
+
+@contextlib.contextmanager
+def _closed(writer):
+    """`writer`, closed once: completed when the block ends well, else discarded (before
+    its stream closes)."""
+    try:
+        yield writer
+    except BaseException:
+        writer.discard()
+        raise
+    writer.close()
