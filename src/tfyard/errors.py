@@ -40,9 +40,10 @@ LOST_PEER_EXIT_CODE = 75
 
 def plain_op_error(exc: BaseException) -> str:
     """A TensorFlow op error's own words, one line, without the graph decoration around
-    them (`{{function_node __wrapped__...}}`, `[Op:DecodeImage]`, `[[{{node ...}}]]`)."""
+    them (`{{function_node __wrapped__...}}`, `[Op:DecodeImage] name: `, `[[{{node ...}}]]`)."""
     text = getattr(exc, "message", None) or str(exc)
-    text = re.sub(r"\[\[.*?\]\]|\{\{[^}]*\}\}|\[Op:[^\]]*\]", " ", text, flags=re.S)
+    text = re.sub(r"\[\[.*?\]\]|\{\{[^}]*\}\}|\[Op:[^\]]*\]( name: \S*)?", " ", text,
+                  flags=re.S)
     return " ".join(text.split()) or type(exc).__name__
 
 

@@ -39,6 +39,10 @@ def test_unreadable_files_get_an_error_row_and_are_counted(run, mixed, capsys):
     assert [bool(r["error"]) for r in rows] == [False, True, True, True, False]
     assert rows[1]["class_name"] == "" and rows[1]["top_ids"] == "[]"
     assert all(r["error"].startswith("cannot decode") for r in rows[1:4])
+    # TensorFlow's eager " [Op:DecodeImage] name: " is no part of it (issue 67)
+    assert rows[2]["error"] == ("cannot decode: Unknown image file format. One of JPEG, "
+                                "JPEG XL, PNG, GIF, BMP, WebP required."), rows[2]
+    assert not any(r["error"].endswith("name:") for r in rows), rows
     assert "predicted 2 file(s)" in err and "3 unreadable (first: " in err
     assert "b_truncated.jpg: cannot decode" in err
 
