@@ -143,6 +143,12 @@ class ProfileAction(Action):
         self.tracing = False
 
     def on_start(self, state: RunState) -> None:
+        if self.first > state.total_steps or state.step >= self.last:
+            # else the run would end without a trace and without a word
+            why = (f"the run ends at step {state.total_steps}" if self.first > state.total_steps
+                   else f"the run resumed at step {state.step}")
+            log.warning(f"tfyard: --profile_steps {self.first},{self.last}: no trace ({why})")
+            self.last = 0
         self.on_chunk_end(state)
 
     def on_chunk_end(self, state: RunState) -> None:

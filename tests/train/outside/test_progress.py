@@ -19,6 +19,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from tests.conftest import run_here
 from tests.train.conftest import read_jsonl
 from tests.train.toy import BATCH, dataset_fn, toy_trainer
 from tfyard.cli import main
@@ -124,6 +125,17 @@ def test_quiet_shows_neither_and_profile_steps_writes_a_trace(tmp_path, digits_w
     # The trace cut the chunks at steps 2 and 6; the reports say so.
     steps = [r["step"] for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "train"]
     assert steps[:3] == [2, 6, 11]
+
+
+def test_profile_steps_past_the_runs_end_say_so_in_one_line(tmp_path, digits_work, capsys):
+    """Issue 67: a trace of steps the run never reaches was no trace and no word."""
+    out = tmp_path / "run"
+    result = run_here(capsys, "train", *RUN, "--quiet", "--profile_steps", "20,30",
+                      "--output_dir", out, "--work_dir", digits_work)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines() == [   # --quiet: warnings only
+        "tfyard: --profile_steps 20,30: no trace (the run ends at step 14)"], result.stdout
+    assert not (out / "logs" / "train" / "plugins").exists()
 
 
 @pytest.mark.parametrize("value", ["6,3", "4", "0,2"])
