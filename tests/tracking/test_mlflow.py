@@ -215,6 +215,16 @@ def test_track_logs_an_untracked_run_once_with_its_model(mlflow_uri, experiment,
     assert capsys.readouterr().out.strip().splitlines()[-1] == (
         f"tracked {copy} as MLflow run {logged.info.run_id} at {mlflow_uri}")
     assert read_json(copy / "run.json")["mlflow_run_id"] == logged.info.run_id
+    # the params a live run logs, each from run.json as it does (issue 67: these lacked)
+    from tfyard.train.outside.tracked import params
+
+    assert logged.data.params == params(read_json(copy / "run.json")), logged.data.params
+    assert {key: logged.data.params.get(key) for key in (
+        "strategy", "replicas", "workers", "ps", "gpus", "tfyard_version")} == {
+        "strategy": "one_device", "replicas": "1", "workers": "1", "ps": "0", "gpus": "0",
+        "tfyard_version": version("tfyard")}
+    assert "tensorflow_version" in logged.data.params
+    assert int(logged.data.params["train_examples"]) > 0
     assert steps(mlflow_uri, logged.info.run_id, "loss") == report_steps(copy)
     assert main(["track", "--output_dir", str(copy)]) == 0
     (same,) = runs(mlflow_uri, experiment)

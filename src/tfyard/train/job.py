@@ -165,23 +165,15 @@ def _tracker(prepared: Prepared):
     """The chief's MLflow run when tracking is on (flags or MLflow's variables), else None;
     started once run.json is written, before step 1."""
     context = prepared.context
-    options, plat, cluster, plan = context.options, context.plat, context.cluster, context.plan
+    options, plat, cluster = context.options, context.plat, context.cluster
     settings = tracking.settings(options.mlflow_uri, options.experiment, options.run_name,
                                  options.mlflow_optional, options.register_model)
     if settings is None or not cluster.is_coordinator:
         return None
-    from importlib.metadata import version
-
-    import tensorflow as tf
-
     from tfyard.train.outside import tracked
 
-    shape = {"strategy": plan.strategy, "replicas": prepared.replicas,
-             "workers": max(cluster.num_workers, 1), "ps": len(cluster.jobs.get("ps", ())),
-             "gpus": plat.num_gpus, "train_examples": prepared.task.data.train_examples,
-             "tfyard_version": version("tfyard"), "tensorflow_version": tf.__version__}
-    return tracked.start(settings, plat.output_dir, plat.output_url or plat.output_dir,
-                         {k: v for k, v in shape.items() if v is not None})
+    # its params are run.json's (`run_record`), as `tfyard track`'s afterwards
+    return tracked.start(settings, plat.output_dir, plat.output_url or plat.output_dir)
 
 
 def _controller(prepared: Prepared, watchdog: StartupWatchdog, publisher):
@@ -290,8 +282,9 @@ def _example_id_log(plat, cluster, trainer):
 
 
 def run_record(prepared: Prepared) -> dict:
-    """run.json: the options, the platform, what is trained and the numbers the chief
-    resolved (the evaluator side-car reads them rather than guessing)."""
+    """run.json: the options, the platform, what is trained, the numbers the chief
+    resolved (the evaluator side-car reads them rather than guessing) and how it trains
+    (`run_shape`). MLflow's params are made of it alone, live and by `tfyard track`."""
     numbers, context, task = prepared.numbers, prepared.context, prepared.task
     return {**context.options.to_dict(), **context.plat.as_dict(), **task.identity(),
             "mlflow_uri": tracking.redacted(context.options.mlflow_uri),
@@ -299,7 +292,23 @@ def run_record(prepared: Prepared) -> dict:
             "preprocessing": task.preprocessing and task.preprocessing.to_dict(),
             "total_steps": numbers.total_steps,
             "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
-            "per_replica_batch": numbers.per_replica_batch, "init": prepared.init}
+            "per_replica_batch": numbers.per_replica_batch, "init": prepared.init,
+            **run_shape(prepared)}
+
+
+def run_shape(prepared: Prepared) -> dict:
+    """The strategy, the cluster, the GPUs, the examples and the versions a start trained
+    with: known only while it trains, so run.json keeps them for a later `tfyard track`."""
+    from importlib.metadata import version
+
+    import tensorflow as tf
+
+    context = prepared.context
+    cluster = context.cluster
+    return {"strategy": context.plan.strategy, "replicas": prepared.replicas,
+            "workers": max(cluster.num_workers, 1), "ps": len(cluster.jobs.get("ps", ())),
+            "gpus": context.plat.num_gpus, "train_examples": prepared.task.data.train_examples,
+            "tfyard_version": version("tfyard"), "tensorflow_version": tf.__version__}
 
 
 # What --seed keeps on a GPU: TensorFlow's GPU kernels (cuDNN's algorithms, XLA's and the

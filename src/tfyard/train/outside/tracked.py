@@ -18,12 +18,12 @@ from tfyard.train.rundir.directory import read_json_lines, read_run
 from tfyard.train.rundir.report import write_json_atomic
 
 
-def start(settings: tracking.Settings, output_dir: str, label: str, extra: dict,
-          reopen: bool = True):
+def start(settings: tracking.Settings, output_dir: str, label: str, reopen: bool = True):
     """The Tracker of the run in `output_dir` (its run.json written already), or None when
     the user chose to train untracked past a server that cannot be used. `label` names the
-    run where the user sees it (its URL for a run in a bucket); `extra` adds parameters to
-    run.json's (the cluster's shape, the versions); `reopen`: mark the MLflow run running."""
+    run where the user sees it (its URL for a run in a bucket); its params are run.json's
+    alone, so a live run and `tfyard track` log the same; `reopen`: mark the MLflow run
+    running."""
     from tfyard.tracking.mlflow_run import Tracker
 
     run = RunDirectory(output_dir)
@@ -31,7 +31,7 @@ def start(settings: tracking.Settings, output_dir: str, label: str, extra: dict,
     history = read_json_lines(run.metrics) if run.files.has(run.metrics) else []
     name = os.path.basename(label.rstrip("/")) or label
     tracker = Tracker.start(settings, record.get(tracking.RUN_ID), name,
-                            {**params(record), **extra}, {"tfyard.output_dir": label}, history,
+                            params(record), {"tfyard.output_dir": label}, history,
                             reopen)
     if tracker is not None and tracker.run_id != record.get(tracking.RUN_ID):
         write_json_atomic(run.run_file, {**record, tracking.RUN_ID: tracker.run_id})
@@ -77,7 +77,7 @@ def backfill(settings: tracking.Settings, output_dir: str, label: str) -> str:
         raise UserError(f"{label} is being trained (host {holder.get('host', '?')}, pid "
                         f"{holder.get('pid', '?')}); track it once that run ends, or train "
                         "it with --mlflow_uri")
-    tracker = start(settings, output_dir, label, {})
+    tracker = start(settings, output_dir, label)
     outputs(tracker, output_dir)
     unsent = tracker.close("FINISHED" if run.files.has(run.summary) else "KILLED")
     if unsent:
@@ -97,7 +97,7 @@ def log_evaluation(settings: tracking.Settings, output_dir: str, label: str,
     found = re.search(r"ckpt-(\d+)$", result["source"])
     summary = read_json_lines(run.summary) if run.files.has(run.summary) else []
     step = int(found.group(1)) if found else (summary or [{}])[-1].get("final_step", 0)
-    tracker = start(settings, output_dir, label, {}, reopen=False)
+    tracker = start(settings, output_dir, label, reopen=False)
     tracker.log({"kind": f"evaluate_{result['split']}", "step": step, "time": time.time(),
                  **{k: v for k, v in result.items() if isinstance(v, int | float)}})
     tracker.close(status=None)   # the run's status is its training's
