@@ -119,6 +119,18 @@ def test_every_edge_item_gives_local_rows_as_csv_and_from_paths(ray_address, run
     assert summary(tfyard.ray.predict(paths, run, workers=1).take_all()) == edge_rows
 
 
+def test_a_dataset_of_no_rows_is_said_in_one_line(ray_address, run, caplog):
+    """Issue 67: 0 rows were scored in silence."""
+    import tfyard.ray
+
+    nothing = ray.data.from_items([{"path": "a.jpg"}]).limit(0)   # what a filter may leave
+    with caplog.at_level("WARNING", logger="tfyard"):
+        tfyard.ray.predict(nothing, run, workers=1)   # lazy: no actor starts
+    assert caplog.messages == [
+        "tfyard: warning: the Dataset has no rows, so nothing is scored; check the paths "
+        "given to ray.data.read_binary_files and any filter"]
+
+
 def test_a_workers_refusal_is_one_line_in_a_fresh_process(ray_address, old_export, few,
                                                           tmp_path):
     done = subprocess.run([sys.executable, "-m", "tfyard", "predict", "--output_dir",

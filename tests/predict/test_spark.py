@@ -103,6 +103,24 @@ def test_every_format_and_edge_item_gives_local_rows(spark, run, edges, edge_row
         ("a.jpg", "no image (the cell is null)"), ("b.jpg", "cannot decode: it is empty (0 bytes)")]
 
 
+def test_a_frame_of_no_rows_is_said_in_one_line(spark, run, folder, caplog):
+    """Issue 67: binaryFile on a folder of class folders reads none of their files without
+    recursiveFileLookup, and 0 rows were scored in silence. The docs' recipe reads them."""
+    import tfyard.spark
+
+    classes = str(folder / "validation")
+    flat = spark.read.format("binaryFile").load(classes)
+    with caplog.at_level("WARNING", logger="tfyard"):
+        scored = tfyard.spark.predict(flat, run)
+    assert caplog.messages == [
+        "tfyard: warning: the DataFrame has no rows, so nothing is scored; binaryFile reads the "
+        "files of the folder given, not of its subfolders: add .option('recursiveFileLookup', "
+        "'true') for a folder of class folders"]
+    assert scored.count() == 0
+    recursive = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+    assert recursive.load(classes).select("path").count() == 24
+
+
 def test_on_error_fail_names_the_file_in_one_line(spark, run, few, tmp_path, capsys):
     out = tmp_path / "rows"
     assert main(["predict", "--output_dir", str(run), str(few), "--on", "spark",

@@ -70,8 +70,11 @@ def predict(ds, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip
     `tfyard predict` gives them (a null, empty or unreadable cell gets a row with an error);
     `workers` actors (default: one per CPU of the cluster), one CPU each."""
     options = PredictOptions(top_k, batch_size, on_error, workers).checked()
-    return score(ds, worker.job(run, options), workers,
-                 rows=batch_size * BATCHES_PER_CALL["bytes"])
+    scored = score(ds, worker.job(run, options), workers,
+                   rows=batch_size * BATCHES_PER_CALL["bytes"])
+    worker.said_if_empty(ds.limit(1).count() == 0, "the Dataset",
+                         "check the paths given to ray.data.read_binary_files and any filter")
+    return scored
 
 
 def score_paths(paths: list[str], job: worker.Job, workers: int | None = None, scored=None):

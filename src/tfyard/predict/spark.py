@@ -32,7 +32,13 @@ def predict(df, run, top_k: int = 5, batch_size: int = 32, on_error: str = "skip
     `tfyard predict` gives them: a null, empty or unreadable cell gets a row with an
     error."""
     options = PredictOptions(top_k, batch_size, on_error).checked()
-    return score(df, worker.job(run, options))
+    scored = score(df, worker.job(run, options))
+    # a path-only question: binaryFile then lists the files and reads none
+    worker.said_if_empty(df.select("path").isEmpty(), "the DataFrame",
+                         "binaryFile reads the files of the folder given, not of its "
+                         "subfolders: add .option('recursiveFileLookup', 'true') for a folder "
+                         "of class folders")
+    return scored
 
 
 def score(df, job: worker.Job, scored=None):

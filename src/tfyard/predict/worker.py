@@ -13,6 +13,7 @@ raises again as the one UserError line local predict prints.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from tfyard.predict.rows import arrow_schema
 from tfyard.runfiles.study import run_named
 from tfyard.storage import readable_dir, stores
 
+log = logging.getLogger("tfyard")
 MARK = "tfyard-predict-failed: "
 FETCHES = 8   # images read from a bucket at once, by each worker
 LOAD_LOG = "TFYARD_PREDICT_LOAD_LOG"   # a file each model load appends "host pid path" to
@@ -45,6 +47,12 @@ class Job:
     # The driver's store settings (AWS_*, GOOGLE_*, ...), for workers reading a bucket (never
     # printed)
     storage_env: tuple = field(default=(), repr=False)
+
+
+def said_if_empty(empty: bool, what: str, hint: str) -> None:
+    """One line when the user's rows are none: the engine would score 0 rows in silence."""
+    if empty:
+        log.warning(f"tfyard: warning: {what} has no rows, so nothing is scored; {hint}")
 
 
 def job(run, options: PredictOptions, cli: bool = False) -> Job:
