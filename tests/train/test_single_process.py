@@ -97,6 +97,7 @@ def test_mirrored_over_two_logical_cpus(tmp_path, digits_work):
     (["--batch_size", "33", "--ds", "mirrored", "--cpu_replicas", "2"], "does not divide"),
     (["--ds", "parameter_server"], "needs ps tasks"),
     (["--data_dir", "/nonexistent/tfyard"], "does not exist"),
+    (["--eval_every_steps", "5", "--eval_every_epochs", "1"], "not both"),
 ])
 def test_bad_training_input_is_one_line(tmp_path, capfd, flags, fragment):
     """Here, but two CPU replicas in a fresh process (this one's TensorFlow has started)."""
@@ -118,6 +119,14 @@ def test_a_refused_start_leaves_no_folder_it_made(tmp_path, capfd):
         assert result.returncode == 2 and "no train shards" in result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "kept"]
     assert list((tmp_path / "kept").iterdir()) == []   # no logs/, no work/
+
+
+def test_eval_every_steps_evaluates_at_those_steps(tmp_path, digits_work):
+    """tune spaces a step budget's evaluations with it."""
+    main_here("train", *FAST, "--image_size", "8", "--output_dir", tmp_path, "--work_dir",
+              digits_work, "--train_steps", "20", "--eval_every_steps", "5", "--no_export")
+    records = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if r["kind"] == "eval"]
+    assert [r["step"] for r in records] == [5, 10, 15, 20]
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -1,11 +1,12 @@
 """A stand-in for `tfyard train` in tune's tests: no TensorFlow, a run in a fraction of a
-second. It reads --output_dir, --learning_rate, --epochs, --eval_every_epochs and
---pause_at_step, writes eval reports to metrics.jsonl (top1 grows fastest at learning_rate
-0.1) and, like train, keeps its state (step, top1) in checkpoints/ at each report and resumes
-from it, stops at --pause_at_step with exit 79 (at once when resumed there), saves and
-exits 143 on SIGTERM; as one member of several (TF_CONFIG), only worker 0 writes the run, as
-train's chief does. An --output_dir in a bucket is written, as train writes it, to its local
-copy under --work_dir (`storage.run_copy`), uploaded when its steps end, however they end.
+second. It reads --output_dir, --learning_rate, --epochs or --train_steps, --eval_every_epochs
+or --eval_every_steps and --pause_at_step, writes eval reports to metrics.jsonl (top1 grows
+fastest at learning_rate 0.1) and, like train, keeps its state (step, top1) in checkpoints/
+at each report and resumes from it, stops at --pause_at_step with exit 79 (at once when
+resumed there), saves and exits 143 on SIGTERM; as one member of several (TF_CONFIG), only
+worker 0 writes the run, as train's chief does. An --output_dir in a bucket is written, as
+train writes it, to its local copy under --work_dir (`storage.run_copy`), uploaded when its
+steps end, however they end.
 It fails as told by env:
 STAND_IN_FAIL_ABOVE=LR exits 1 for a learning rate above LR; STAND_IN_STEP_S slows a step."""
 
@@ -27,6 +28,8 @@ parser.add_argument("--work_dir")
 parser.add_argument("--learning_rate", type=float, default=0.1)
 parser.add_argument("--epochs", type=float, default=1.0)
 parser.add_argument("--eval_every_epochs", type=float)
+parser.add_argument("--train_steps", "--max_number_of_steps", type=int)
+parser.add_argument("--eval_every_steps", type=int)
 parser.add_argument("--pause_at_step", type=int)
 args, _ = parser.parse_known_args()
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -59,8 +62,8 @@ saved = os.path.join(args.output_dir, "checkpoints", "state.json")
 state = json.load(open(saved)) if os.path.exists(saved) else {"step": 0, "top1": 0.0}
 if state["step"] == args.pause_at_step:   # resumed where it was to stop, as train does
     sys.exit(79)
-every = round(args.eval_every_epochs * STEPS_PER_EPOCH)
-last = round(args.epochs * STEPS_PER_EPOCH)
+every = args.eval_every_steps or round(args.eval_every_epochs * STEPS_PER_EPOCH)
+last = args.train_steps or round(args.epochs * STEPS_PER_EPOCH)
 gain = (1.0 - abs(math.log10(args.learning_rate) + 1.0) / 4) * every / last
 with published, open(path, "a") as stream:
     for step in range(state["step"] + every, last + 1, every):

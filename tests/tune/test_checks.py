@@ -50,7 +50,6 @@ def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
     (["--learning_rate", "-1"], "--learning_rate"),
     (["--bogus_option", "1"], "unrecognized arguments: --bogus_option 1"),
     (["--work_dir", "w"], "--work_dir: tune gives each trial its own"),
-    (["--max_number_of_steps", "10"], "give --epochs instead"),
     (["--parallel", "999"], "run at most"),
     (["--output_dir", "s3://bucket/study"], "needs --storage URL"),
     (["--storage", "postgresql://me:s3cret@127.0.0.1:1/db"], "me:***@127.0.0.1:1"),

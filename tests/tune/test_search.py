@@ -71,6 +71,29 @@ def test_trials_of_a_machine_without_gpus_get_none(tmp_path, monkeypatch):
     assert "stand-in: GPUs , memory growth None" in log
 
 
+@pytest.mark.parametrize("budget", [("--train_steps", 50), ("--max_number_of_steps", 50)])
+def test_a_budget_in_steps_spaces_ten_evaluations_over_it(tmp_path, budget):
+    summary = tune(*_argv(tmp_path, *budget, trials=2, space={
+        "learning_rate": {"loguniform": [0.001, 1.0]}}))
+    assert summary["trials"]["complete"] == 2
+    for trial in ("0000", "0001"):
+        records = eval_records(tmp_path / "study" / "trials" / trial)
+        assert [r["step"] for r in records] == list(range(5, 51, 5))
+
+
+def test_searched_steps_space_each_trials_evaluations_over_its_own(tmp_path):
+    space = {"learning_rate": 0.1, "train_steps": {"choice": [20, 40]}}
+    tune(*_argv(tmp_path, "--sampler", "grid", trials=2, space=space))
+    steps = sorted([r["step"] for r in eval_records(tmp_path / "study" / "trials" / t)]
+                   for t in ("0000", "0001"))
+    assert steps == [list(range(2, 21, 2)), list(range(4, 41, 4))]
+
+
+def test_a_study_without_a_budget_is_refused_naming_both(tmp_path):
+    with pytest.raises(UserError, match="--train_steps or --epochs"):
+        tune(*_argv(tmp_path, space={"learning_rate": {"loguniform": [0.001, 1.0]}}))
+
+
 def test_a_grid_runs_each_choice_once(tmp_path):
     space = {"learning_rate": {"choice": [0.01, 0.1]}, "epochs": 1}
     summary = tune(*_argv(tmp_path, "--sampler", "grid", trials=5, space=space))

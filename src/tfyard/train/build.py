@@ -132,12 +132,21 @@ def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -
                       lambda context, start: task.data.train(context, start,
                                                              numbers.global_batch, seed),
                       record_ids=options.record_example_ids)
-    eval_steps = round(options.eval_every_epochs * numbers.steps_per_epoch) \
-        if options.eval_every_epochs else None
+    eval_steps = _eval_steps(options, numbers.steps_per_epoch)
     evaluate = _evaluation(task, numbers, model, objective, strategy) \
         if task.data.has_eval else None
     return Prepared(context, strategy, task, numbers, replicas, policy, model, optimizer, trainer,
                     evaluate, max(1, eval_steps) if eval_steps is not None else None, init)
+
+
+def _eval_steps(options: TrainOptions, steps_per_epoch: int) -> int | None:
+    """Steps between evaluations: --eval_every_steps, or --eval_every_epochs in steps;
+    None: at the end only."""
+    if options.eval_every_steps and options.eval_every_epochs:
+        raise UserError("give --eval_every_steps or --eval_every_epochs, not both")
+    if options.eval_every_epochs:
+        return round(options.eval_every_epochs * steps_per_epoch)
+    return options.eval_every_steps
 
 
 def _numbers(options: TrainOptions, task: Task, replicas: int, pipelines: int) -> Resolved:

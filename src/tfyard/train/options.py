@@ -165,6 +165,8 @@ class RunOptions(_Checked):
                             "logical devices (mirrored on CPU-only hosts)")
     eval_every_epochs: float | None = opt(None, check=positive_float, group=RUN, help="evaluate "
                                           "on the validation split this often (default: end)")
+    eval_every_steps: int | None = opt(None, check=positive_int, group=RUN, help="evaluate "
+                                       "every N steps instead (not with --eval_every_epochs)")
     checkpoint_every_steps: int | None = opt(None, check=positive_int, group=RUN, help="also "
                                              "checkpoint every N steps (always at epoch ends)")
     keep_checkpoints: int = opt(3, check=positive_int, group=RUN)

@@ -60,7 +60,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
                         f"{wrong.kind}: give it as {{choice: [...]}} or pick tpe or random")
     _check_pbt(scheduler, pbt_interval, params, trials, parallel)
     fixed = {p.name: p.values[0] for p in params if not p.kind}
-    evaluations, epochs = _cadence(shared, fixed, searched, given)
+    evaluations, budget, length = _cadence(shared, fixed, searched, given)
     studies.import_optuna()
     place = StudyPlace(output_dir)
     if place.url:   # the one check that asks the store: after every check that does not
@@ -74,7 +74,7 @@ def search(space, metric: str, mode: str, trials: int, output_dir: str, *, paral
         parallel=parallel, threads=threads, gpus=gpus, sampler=sampler, scheduler=scheduler,
         seed=seed, timeout=timeout, max_failures=max_failures,
         tracking=tracked,
-        fixed_argv=option_argv(fixed), evaluations=evaluations, epochs=epochs,
+        fixed_argv=option_argv(fixed), evaluations=evaluations, budget=budget, length=length,
         pbt_interval=pbt_interval, ray=ray, shared=given)
     studies.refuse_another_identity(
         checked.storage, None if storage else place.home.database, checked.study_name,
@@ -141,21 +141,22 @@ def _train_options(argv: list[str]):
     return options_from_args(parsed), given
 
 
-def _cadence(shared, fixed: dict, searched: set, given: dict) -> tuple[int, float | None]:
-    """How often trials evaluate: their own --eval_every_epochs, else EVALUATIONS times over
-    their --epochs (the pruner's rungs need figures along the way)."""
-    if "eval_every_epochs" in given.keys() | searched | set(fixed):
-        return 0, None
-    if "train_steps" in given.keys() | searched | set(fixed):
-        raise UserError("--max_number_of_steps: tune spaces a trial's evaluations by epochs; "
-                        "give --epochs instead, or --eval_every_epochs")
-    if "epochs" in searched:
-        return EVALUATIONS, None
-    epochs = fixed.get("epochs", shared.epochs)
-    if epochs is None:
-        raise UserError("give the trials' --epochs (on the command line or fixed in --space) "
-                        "so tune can make each evaluate about ten times, or --eval_every_epochs")
-    return EVALUATIONS, float(epochs)
+def _cadence(shared, fixed: dict, searched: set, given: dict) -> tuple[int, str, float | None]:
+    """How often trials evaluate: (EVALUATIONS, the budget's option, its length) to space
+    them evenly over each trial's --train_steps or --epochs (None where the space searches
+    it: each trial's own); (0, ...) where the trials' own --eval_every_* spaces them."""
+    chosen = given.keys() | searched | set(fixed)
+    if chosen & {"eval_every_epochs", "eval_every_steps"}:
+        return 0, "epochs", None
+    for budget in ("train_steps", "epochs"):   # train_steps, when given, overrides epochs
+        if budget in searched:
+            return EVALUATIONS, budget, None
+        length = fixed.get(budget, getattr(shared, budget))
+        if length is not None:
+            return EVALUATIONS, budget, float(length)
+    raise UserError("give the trials' budget, --train_steps or --epochs (on the command line "
+                    "or fixed in --space), so tune can make each evaluate about ten times; "
+                    "or their own --eval_every_steps or --eval_every_epochs")
 
 
 def _split(parallel: int, num_gpus: str | None) -> tuple[int | None, tuple[str, ...]]:

@@ -54,8 +54,9 @@ class Search:
     max_failures: int = 2
     tracking: Settings | None = None  # MLflow: the study's parent run, a child a trial
     fixed_argv: list[str] = field(default_factory=list)   # the space's plain values
-    evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_epochs)
-    epochs: float | None = None     # a trial's length unless the space searches it
+    evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_*)
+    budget: str = "epochs"          # what a trial's length is in: "epochs" or "train_steps"
+    length: float | None = None     # a trial's length unless the space searches it
     pbt_interval: int | None = None  # --scheduler pbt: steps between exploit/explore rounds
     ray: RayTrials | None = None    # --on ray: each trial a `launch ray` on that cluster
     shared: dict = field(default_factory=dict)   # the train options every trial shares, given
@@ -252,8 +253,12 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
                "--output_dir", run_dir, "--work_dir", work_dir]
     every = None
     if search.evaluations:   # the pruner's rungs, at the same share of every trial
-        every = params.get("epochs", search.epochs) / search.evaluations
-        command += ["--eval_every_epochs", f"{every:.6g}"]
+        every = (search.budget, params.get(search.budget, search.length) / search.evaluations)
+        if search.budget == "train_steps":
+            every = (search.budget, max(1, round(every[1])))
+            command += ["--eval_every_steps", str(every[1])]
+        else:
+            command += ["--eval_every_epochs", f"{every[1]:.6g}"]
     if search.seed is not None and "seed" not in params:
         command += ["--seed", str(search.seed)]
     if population:

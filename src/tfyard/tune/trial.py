@@ -8,10 +8,10 @@ A `tfyard train` trial's process is forked from a warm server (`trial_processes`
 for the study: ~2 s of CPU a trial saved, on a machine the trials fill as on one with cores
 to spare. Any other command (a stand-in, Ray's launcher) runs as a process of its own.
 
-When tune spaces a trial's evaluations (every `every_epochs`), each figure goes to Optuna
-at its evaluation's number (1, 2, ... 10): the pruners then compare trials at the same point
-of their training whatever their batch size, and successive halving's rungs are known before
-any trial ends. Otherwise at its training step."""
+When tune spaces a trial's evaluations (`every` epochs or train steps), each figure goes to
+Optuna at its evaluation's number (1, 2, ... 10): the pruners then compare trials at the same
+point of their training whatever their batch size, and successive halving's rungs are known
+before any trial ends. Otherwise at its training step."""
 
 from __future__ import annotations
 
@@ -49,9 +49,9 @@ class RunningTrial:
 
     def __init__(self, trial, run_dir: str, proc: subprocess.Popen,
                  log_path: str, metric: Metric, reported: Sequence[int] = (),
-                 every_epochs: float | None = None, devices: str | None = None):
+                 every: tuple[str, float] | None = None, devices: str | None = None):
         self.trial, self.run_dir, self.log_path, self.metric = trial, run_dir, log_path, metric
-        self.every_epochs, self.devices = every_epochs, devices   # devices: its GPUs
+        self.every, self.devices = every, devices   # every: ("epochs" or "train_steps", N)
         self.reported = set(reported)   # Optuna steps a resumed trial reported before
         self.value: float | None = None
         self.step = 0   # the training step of its last figure told to Optuna
@@ -100,8 +100,9 @@ class RunningTrial:
         """The step `record` goes to Optuna at: its evaluation's number when tune spaces
         them, else its training step. (A last evaluation at the run's end, off the cadence,
         may share the number of the one before it; Optuna keeps the first.)"""
-        if self.every_epochs:
-            return max(1, round(record["epoch"] / self.every_epochs))
+        if self.every:
+            unit, every = self.every
+            return max(1, round(record["epoch" if unit == "epochs" else "step"] / every))
         return int(record["step"])
 
     def stop(self) -> None:
