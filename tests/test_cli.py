@@ -67,7 +67,10 @@ def test_user_errors_are_one_line_exit_2():
     assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     flag = run_tfyard("cluster", "show", "--no-such-flag")
     assert flag.returncode == 2 and flag.stderr.count("\n") == 1
-    assert "unrecognized arguments" in flag.stderr
+    assert flag.stderr.startswith("tfyard cluster show: error: unrecognized arguments")
+    short = run_tfyard("train", "--lr", "0.05")   # not an abbreviation of --lr_schedule
+    assert short.returncode == 2 and short.stderr.count("\n") == 1
+    assert "unrecognized arguments: --lr 0.05 (did you mean --learning_rate?)" in short.stderr
 
 
 def test_cluster_show_lists_tensorflows_variables_not_terraforms():

@@ -17,6 +17,23 @@ def test_a_usage_error_is_one_line_and_exit_status_2(capsys):
         "tool: error: argument --n: invalid int value: 'x' (see `tool --help`)\n"
 
 
+@pytest.mark.parametrize("given, meant", [
+    ("--lr", "--learning_rate"),        # the initials of its words
+    ("--learnin_rate", "--learning_rate"),   # a typo
+    ("--top", "--top_k"),               # the start of one, underscores before dashes
+])
+def test_no_abbreviation_is_taken_and_an_unknown_option_names_the_likely_one(capsys, given,
+                                                                              meant):
+    parser = Parser(prog="tool")
+    for option in ("--learning_rate", "--lr_schedule", ("--top-k", "--top_k")):
+        parser.add_argument(*(option if isinstance(option, tuple) else (option,)))
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args([given, "1"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (f"tool: error: unrecognized arguments: {given} 1 "
+                                       f"(did you mean {meant}?) (see `tool --help`)\n")
+
+
 def test_values_that_start_with_a_dash_are_kept_with_their_option():
     parser = Parser(prog="tool")
     parser.dash_values = frozenset({"--train_params"})

@@ -127,7 +127,7 @@ def test_a_bad_flag_in_the_command_is_printed_once():
                   "--bogus", 1)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2, out
-    assert out.count("tfyard: error: unrecognized arguments: --bogus 1") == 1, out
+    assert out.count("tfyard train: error: unrecognized arguments: --bogus 1") == 1, out
     assert "tfyard: launch failed: worker:" in out
 
 

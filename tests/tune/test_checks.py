@@ -49,6 +49,7 @@ def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
     (["--learning_rate", "0.1"], "learning_rate: both in --space and on the command line"),
     (["--learning_rate", "-1"], "--learning_rate"),
     (["--bogus_option", "1"], "unrecognized arguments: --bogus_option 1"),
+    (["--lr", "0.05"], "--lr 0.05 (did you mean --learning_rate?)"),
     (["--work_dir", "w"], "--work_dir: tune gives each trial its own"),
     (["--parallel", "999"], "run at most"),
     (["--output_dir", "s3://bucket/study"], "needs --storage URL"),

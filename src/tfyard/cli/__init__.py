@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if rest and not hasattr(args, "train_argv"):   # only `tune` passes flags on (to train)
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        parser.innermost(sys.argv[1:] if argv is None else argv).error(
+            f"unrecognized arguments: {' '.join(rest)}")
     if rest:
         args.train_argv = rest
     if not getattr(args, "func", None):

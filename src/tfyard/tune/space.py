@@ -124,4 +124,4 @@ class RefusingParser(Parser):
     `tfyard.tune` raises rather than exits."""
 
     def error(self, message):  # noqa: D102 - argparse API
-        raise UserError(f"{message} (see `{self.prog} --help`)")
+        raise UserError(f"{self.explained(message)} (see `{self.prog} --help`)")
