@@ -178,3 +178,47 @@ def test_a_forked_process_gets_its_own_environment_on_top_of_the_servers(server)
     assert finish(given).split() == ["1", str(os.environ.get("HOME"))]
     plain = server.process(code)
     assert plain.wait(30) == 0 and finish(plain).split()[0] == "None"
+
+
+# A server that answers a request with something no server says.
+GARBLED = (sys.executable, "-c", "import socket, sys, time\n"
+           "channel = socket.socket(fileno=sys.stdin.fileno())\n"
+           "socket.recv_fds(channel, 1 << 20, 1)\n"
+           "channel.send(b'not json')\n"
+           "time.sleep(60)")
+
+
+def test_a_garbled_answer_kills_the_server_and_the_request_runs_as_a_plain_process():
+    """A failed read never leaves a caller waiting: the server is ended, and the request
+    and those after it are spawned."""
+    forks = ForkServer(GARBLED, RUN, dict(os.environ))
+    started = time.monotonic()
+    proc = forks.process(python("print('spawned')"))
+    assert not isinstance(proc, Forked) and proc.wait(30) == 0
+    assert finish(proc) == "spawned\n" and time.monotonic() - started < 10
+    assert forks._server.wait(10) == -signal.SIGKILL
+    forks.close()
+
+
+def test_a_forked_pid_already_leads_its_own_group(server):
+    """A prune (SIGTERM to the trial's group) right after the start finds the group."""
+    proc = server.process(python("import time; time.sleep(60)"))
+    assert os.getpgid(proc.pid) == proc.pid
+    signal_group(proc, signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    finish(proc)
+
+
+def test_sigterm_to_the_server_lets_each_child_save_before_it_ends(server, tmp_path):
+    saved = tmp_path / "saved"
+    proc = server.process(python(
+        "import signal, sys, time\n"
+        "def save(*_):\n"
+        f"    time.sleep(1); open({str(saved)!r}, 'w').write('whole'); sys.exit(143)\n"
+        "signal.signal(signal.SIGTERM, save)\n"
+        "print('ready', flush=True); time.sleep(60)"))
+    assert proc.stdout.readline() == b"ready\n"
+    server._server.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 143 and saved.read_text() == "whole"
+    assert server._server.wait(30) == 0
+    finish(proc)

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import collections
 import io
+import os
 import signal
 import time
+
+import pytest
 
 from tfyard.errors import LOST_PEER_EXIT_CODE, PAUSED_EXIT_CODE, PREEMPTED_EXIT_CODE
 from tfyard.launch.output import LockedWriter
 from tfyard.launch.roster import roster
-from tfyard.launch.supervise import Policy, supervise
+from tfyard.launch.supervise import (
+    Policy,
+    Stopped,
+    install_stop_handlers,
+    restore_handlers,
+    stops_held,
+    supervise,
+)
 
 
 class Scripted:
@@ -105,3 +115,19 @@ def test_an_error_line_is_said_once_by_the_members_and_the_final_report():
             "--bogus 1"]
     assert write.unseen(tail) == ["[worker:0] something before"]
     assert stream.getvalue().count("tfyard: error:") == 1
+
+
+def test_a_stop_inside_a_held_block_is_raised_once_it_ends():
+    """tune asks Optuna for a trial and gives it its run inside one: a SIGTERM between the
+    two must not leave a trial without a run."""
+    previous = install_stop_handlers()
+    done = []
+    try:
+        with pytest.raises(Stopped) as stopped, stops_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):   # the handler runs between these bytecodes
+                done.append(len(done))
+            done.append("whole")
+        assert stopped.value.signum == signal.SIGTERM and done[-1] == "whole"
+    finally:
+        restore_handlers(previous)

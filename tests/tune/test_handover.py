@@ -114,7 +114,8 @@ def test_a_round_a_killed_tune_left_midway_is_finished_once(s3, tmp_path):  # no
     optuna = pytest.importorskip("optuna")
     s3.create_bucket(Bucket=BUCKET)
     place = StudyPlace(f"s3://{BUCKET}/study")
-    study = optuna.create_study(direction="maximize")
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(direction="maximize", storage=storage)
     trials = [study.ask() for _ in range(2)]
     for trial, offset in zip(trials, (0.0, 100.0), strict=True):
         trial.set_user_attr("run_dir", place.run_dir(trial.number))
@@ -126,7 +127,7 @@ def test_a_round_a_killed_tune_left_midway_is_finished_once(s3, tmp_path):  # no
     params = {"learning_rate": 0.012}
     study.set_user_attr(ROUND, {"step": 7, "moves": [[0, 1, params, 0.1, 0.9]]})
     population = Population([Param("learning_rate", "loguniform", (0.001, 1.0))], 7, True,
-                            1, place)
+                            1, place, storage)
     (said,) = population.finish(study, "validation/top1")
     assert "trial 0" in said and "trial 1's checkpoint at step 7" in said
     study.set_user_attr(ROUND, {"step": 7, "moves": [[0, 1, params, 0.1, 0.9]]})

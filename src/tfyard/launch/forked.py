@@ -150,23 +150,44 @@ class ForkServer:
         threading.Thread(target=self._read, args=(ours,), daemon=True).start()
 
     def _read(self, channel: socket.socket) -> None:
-        """The server's answers, until it is gone; then what it left is ended."""
-        while True:
+        """The server's answers, until it is gone or answers what it should not; then it is
+        ended with what it left, whatever happened here: no caller waits on it forever."""
+        try:
+            while self._answered(channel):
+                pass
+        finally:
+            self._lose()
+
+    def _answered(self, channel: socket.socket) -> bool:
+        """One answer taken; False once the server is gone, or it said what it should not
+        (then it is killed: its answers can no longer be matched to our requests)."""
+        try:
+            message = channel.recv(MESSAGE_BYTES)
+        except OSError:
+            return False
+        if not message:
+            return False
+        with self._lock:
             try:
-                message = channel.recv(MESSAGE_BYTES)
-            except OSError:
-                message = b""
-            if not message:
-                break
-            answer = json.loads(message)
-            with self._lock:
-                if "pid" in answer:
-                    args, read = self._asked.popleft()
-                    forked = Forked(answer["pid"], os.fdopen(read, "rb"), args)
-                    self._running[forked.pid] = forked
-                    self._forked.put(forked)
-                elif answer["exit"] in self._running:
-                    self._running.pop(answer["exit"]).ended(answer["code"])
+                answer = json.loads(message)
+                expected = "pid" in answer and self._asked or "exit" in answer
+            except (ValueError, TypeError):
+                expected = False
+            if not expected:
+                signal_group(self._server, signal.SIGKILL)
+                return False
+            if "pid" in answer:
+                args, read = self._asked.popleft()
+                forked = Forked(answer["pid"], os.fdopen(read, "rb"), args)
+                self._running[forked.pid] = forked
+                self._forked.put(forked)
+            elif answer["exit"] in self._running:
+                self._running.pop(answer["exit"]).ended(answer["code"])
+        return True
+
+    def _lose(self) -> None:
+        """The server is gone: plain processes from now on, its children ended with
+        SIGKILL's status, every request still waiting answered None."""
         with self._lock:
             self._lost = True
             for _, read in self._asked:
@@ -186,14 +207,25 @@ def serve(run: Callable[[list[str]], None]) -> None:
     channel = socket.socket(fileno=sys.stdin.fileno())
     wake, woken = os.pipe()
     os.set_blocking(woken, False)
+    stops: list[int] = []   # SIGTERM/SIGINT to the server: its children save and end first
     signal.signal(signal.SIGCHLD, lambda *_: None)   # a child's end wakes the select
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _: stops.append(signum))
     signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
     children: set[int] = set()
+    told = False   # the children were sent SIGTERM
     while True:
         readable, _, _ = select.select([channel, wake], [], [])
         if wake in readable:
             os.read(wake, 4096)
             _reap(channel, children)
+        if stops:   # each child saves and ends; the server, once the last has
+            if not told:
+                _signal_all(children, signal.SIGTERM)
+                told = True
+            if not children:
+                return
+            continue
         if channel not in readable:
             continue
         try:
@@ -202,18 +234,29 @@ def serve(run: Callable[[list[str]], None]) -> None:
             message = b""
         if not message:
             break
+        ready, led = os.pipe()
         pid = os.fork()
         if pid == 0:   # never back into this loop: `run` ends the child, whatever it raises
-            _child(run, json.loads(message), fds[0], channel, (wake, woken))
+            os.close(ready)
+            _child(run, json.loads(message), fds[0], channel, (wake, woken, led))
+        os.close(led)
+        os.read(ready, 1)   # the child leads its own session (or is gone): its group exists
+        os.close(ready)
         os.close(fds[0])
         children.add(pid)
         _answer(channel, {"pid": pid})
+    _signal_all(children, signal.SIGKILL)
+    for pid in children:
+        os.waitpid(pid, 0)   # reaped here: no zombie left to the init process
+
+
+def _signal_all(children: set[int], sig: int) -> None:
+    """`sig` to each child's process group."""
     for pid in children:
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pid, sig)
         except OSError:
             pass
-        os.waitpid(pid, 0)   # reaped here: no zombie left to the init process
 
 
 def _reap(channel: socket.socket, children: set[int]) -> None:
@@ -242,8 +285,10 @@ def _child(run: Callable[[list[str]], None], request: dict, output: int,
         os.environ.update(request.get("env", {}))
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         channel.close()
-        for fd in wakes:
+        for fd in wakes:   # the last: the server's wait for the session, which ends here
             os.close(fd)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(output, 1)

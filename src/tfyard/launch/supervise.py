@@ -23,6 +23,7 @@ are is `launch.roster`; their lines go through `launch.output`.
 from __future__ import annotations
 
 import collections
+import contextlib
 import signal
 import threading
 import time
@@ -347,20 +348,46 @@ def _replacer(attempt: Attempt, policy: Policy, counts: dict,
     return replace
 
 
+_held: list[int] | None = None   # inside `stops_held`: the signals it holds back
+
+
 def install_stop_handlers() -> dict:
-    """Turn SIGINT/SIGTERM into `Stopped` in the main thread; elsewhere leave them alone."""
+    """Turn SIGINT/SIGTERM into `Stopped` in the main thread (held back inside
+    `stops_held`); elsewhere leave them alone."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
     def handler(signum, _frame):
-        for sig in previous:  # a second Ctrl-C must not interrupt the clean-up
-            signal.signal(sig, signal.SIG_IGN)
+        if _held is not None:
+            _held.append(signum)
+            return
+        _ignore_stops()   # a second Ctrl-C must not interrupt the clean-up
         raise Stopped(signum)
 
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         signal.signal(sig, handler)
     return previous
+
+
+def _ignore_stops() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def stops_held():
+    """A block that a stop must not cut in two (a trial asked of Optuna and given its run):
+    a SIGINT/SIGTERM that arrives inside it is raised as `Stopped` once it ends."""
+    global _held
+    outer, _held = _held, []
+    try:
+        yield
+    finally:
+        held, _held = _held, outer
+    if held:
+        _ignore_stops()
+        raise Stopped(held[0])
 
 
 def restore_handlers(previous: dict) -> None:

@@ -23,7 +23,7 @@ import random
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
 from tfyard.tune import handover
-from tfyard.tune.study import import_optuna
+from tfyard.tune.study import reopened
 
 PERTURBED = ("learning_rate", "weight_decay", "momentum", "label_smoothing")
 FACTORS = (0.8, 1.2)
@@ -94,11 +94,13 @@ def scheduled(trial, entry: dict) -> list[dict]:
 
 class Population:
     """The PBT rounds of one study: where the population stops next, and what each trial
-    does between two intervals. `place` is the study's (`tune.place.StudyPlace`)."""
+    does between two intervals. `place` is the study's (`tune.place.StudyPlace`), `storage`
+    the Optuna storage object it lives in."""
 
-    def __init__(self, space, interval: int, maximize: bool, seed: int | None, place):
+    def __init__(self, space, interval: int, maximize: bool, seed: int | None, place,
+                 storage):
         self.space, self.interval, self.maximize = space, interval, maximize
-        self.rng, self.place = random.Random(seed), place
+        self.rng, self.place, self.storage = random.Random(seed), place, storage
 
     def pause(self, study) -> int:
         """The step the population stops at next (a rerun's too): one value for all, so
@@ -124,7 +126,6 @@ class Population:
         plan = study.user_attrs.get(ROUND)
         if not plan:
             return []
-        optuna = import_optuna()
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
         step, said = plan["step"], []
         for recipient, donor, params, value, theirs in plan["moves"]:
@@ -139,7 +140,7 @@ class Population:
                 hand_over(source.user_attrs["run_dir"], run_dir)
                 run = RunDirectory(run_dir)
                 run.files.write_whole(run.schedule, text)
-            optuna.trial.Trial(study, to._trial_id).set_user_attr(SCHEDULE, schedule)
+            reopened(study, self.storage, recipient).set_user_attr(SCHEDULE, schedule)
             said.append(f"tune: trial {recipient} ({metric} {value:.4g}) takes trial "
                         f"{donor}'s checkpoint at step {step} ({theirs:.4g}) and goes on "
                         "with " + ", ".join(f"{k}={v:.4g}" for k, v in params.items()))

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field, replace
 
 from tfyard.errors import PAUSED_EXIT_CODE, UserError
 from tfyard.launch.forked import ForkServer
-from tfyard.launch.supervise import Stopped, describe_exit, install_stop_handlers, restore_handlers
+from tfyard.launch.supervise import (
+    Stopped,
+    describe_exit,
+    install_stop_handlers,
+    restore_handlers,
+    stops_held,
+)
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import LOGS
 from tfyard.tracking import Settings
@@ -101,8 +107,9 @@ def _run(search: Search) -> dict:
 def _study(search: Search, processes: ForkServer) -> dict:
     optuna = studies.import_optuna()
     states = optuna.trial.TrialState
+    storage = studies.open_storage(search.storage)
     study = optuna.create_study(
-        storage=studies.open_storage(search.storage), study_name=search.study_name,
+        storage=storage, study_name=search.study_name,
         direction=search.direction, load_if_exists=True,
         pruner=studies.pruner(search.scheduler, search.evaluations),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
@@ -120,7 +127,7 @@ def _study(search: Search, processes: ForkServer) -> dict:
             if place.holds(t.user_attrs.get("run_dir"))]
     running: dict[int, RunningTrial] = {}
     population = pbt.Population(search.space, search.pbt_interval, search.direction ==
-                                "maximize", search.seed, place) \
+                                "maximize", search.seed, place, storage) \
         if search.scheduler == "pbt" else None
     for line in population.finish(study, search.metric.name) if population else ():
         print(line, flush=True)   # a round a killed tune left midway, before any resume
@@ -139,14 +146,15 @@ def _study(search: Search, processes: ForkServer) -> dict:
             while len(running) < search.parallel and (left or (
                     done + busy < wanted
                     and failures <= search.max_failures and time.monotonic() < deadline)):
-                resumed = left.pop(0) if left else None
-                asked = None if resumed else _ask(study, states, wanted)
-                if not (asked or resumed):
-                    break   # the study is full: another tune asked at the same moment
-                busy += resumed is None
-                trial = _start(search, study, optuna, asked, resumed, runs, population,
-                               processes, [t.devices for t in running.values()])
-                running[trial.number] = trial
+                with stops_held():   # no trial asked of Optuna is left without its run
+                    resumed = left.pop(0) if left else None
+                    asked = None if resumed else _ask(study, states, wanted)
+                    if not (asked or resumed):
+                        break   # the study is full: another tune asked at the same moment
+                    busy += resumed is None
+                    trial = _start(search, study, storage, asked, resumed, runs, population,
+                                   processes, [t.devices for t in running.values()])
+                    running[trial.number] = trial
             if ended:   # once the next trials have started: they need not wait for it
                 plot = time.monotonic() - plotted >= PLOT_S
                 studies.write_summary(study, place, search.storage, search.metric.name, plot)
@@ -223,13 +231,13 @@ def _ask(study, states, wanted: int):
     return None
 
 
-def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
+def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
            population: pbt.Population | None, processes: ForkServer,
            busy: list[str | None]) -> RunningTrial:
     """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
     a PBT trial going on after its interval) with its own params, started as a process of
-    `processes` on its GPUs (`busy`: those of the trials running). Optuna has no public door
-    back into a running trial, so `left` is reopened by its id."""
+    `processes` on its GPUs (`busy`: those of the trials running); `left` is reopened
+    through the `storage` object."""
     place = search.place()
     if left is None:
         trial = asked
@@ -239,7 +247,7 @@ def _start(search: Search, study, optuna, asked, left, runs: StudyRuns | None,
         devices = _devices(search, None, busy)
         reported, verb = (), "started"
     else:
-        trial = optuna.trial.Trial(study, left._trial_id)
+        trial = studies.reopened(study, storage, left.number)
         params = pbt.values_now(left) if population else left.params
         run_dir = left.user_attrs["run_dir"]
         devices = _devices(search, left.user_attrs.get(DEVICES), busy)

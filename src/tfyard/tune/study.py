@@ -101,6 +101,15 @@ def _refuse(url: str, exc: Exception):
                     "postgresql://USER:PASSWORD@HOST/DB") from None
 
 
+def reopened(study, storage, number: int):
+    """Trial `number` of `study` as an `optuna.trial.Trial` again, to report to, tell or
+    annotate (a trial a killed tune left running, a PBT recipient): Optuna keeps a frozen
+    trial's id private, so the id comes from the `storage` object's public API."""
+    trial_id = storage.get_trial_id_from_study_id_trial_number(
+        storage.get_study_id_from_name(study.study_name), number)
+    return import_optuna().trial.Trial(study, trial_id)
+
+
 def refuse_another_identity(storage: str, database: str | None, name: str,
                             identity: dict) -> None:
     """Refuse in one line a command that disagrees with the study `name` it would continue
