@@ -115,6 +115,27 @@ def test_a_pruned_trial_stops_early_and_is_marked(tmp_path, monkeypatch):
             trial.intermediate_values) + 1)) and max(trial.intermediate_values) in (1, 3, 9)
 
 
+def test_a_pruned_trial_is_reported_with_the_figure_it_was_pruned_at(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Reports written after the one that pruned (before the SIGTERM lands) change
+    nothing: the line and Optuna's value are the pruning evaluation's."""
+    monkeypatch.setenv("STAND_IN_STEP_S", "0.001")   # many reports between two reads
+    tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random", trials=6))
+    study = optuna.load_study(study_name="study",
+                              storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
+    lines = [line for line in capsys.readouterr().out.splitlines() if " pruned at " in line]
+    pruned = [t for t in study.trials if t.state.name == "PRUNED"]
+    assert pruned
+    for trial in pruned:
+        rung = max(trial.intermediate_values)
+        step = 10 * rung   # the stand-in's evaluations: every 10 steps, numbered 1..10
+        figure = next(r["top1"] for r in eval_records(trial.user_attrs["run_dir"])
+                      if r["step"] == step)
+        assert trial.value == trial.intermediate_values[rung] == figure
+        assert f"tune: trial {trial.number} pruned at step {step}: validation/top1 " \
+               f"{figure:.4g}" in lines
+
+
 def test_failed_trials_are_recorded_until_max_failures(tmp_path, monkeypatch):
     monkeypatch.setenv("STAND_IN_FAIL_ABOVE", "0")   # every trial diverges
     with pytest.raises(UserError, match="2 trials failed, more than --max_failures 1"):

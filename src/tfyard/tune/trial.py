@@ -78,7 +78,7 @@ class RunningTrial:
         ended = self.proc.poll() is not None
         for record in self._new_records(ended):
             value = self.metric.value(record)
-            if value is None:
+            if value is None or self.pruned:   # a pruned trial's value: where it was pruned
                 continue
             self.value = value
             step = self._optuna_step(record)
