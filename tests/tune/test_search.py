@@ -94,6 +94,17 @@ def test_a_study_without_a_budget_is_refused_naming_both(tmp_path):
         tune(*_argv(tmp_path, space={"learning_rate": {"loguniform": [0.001, 1.0]}}))
 
 
+def test_a_tie_goes_to_the_earlier_trial(tmp_path):
+    """learning_rate 0.01 and 1.0 are equally far from the stand-in's best, 0.1."""
+    space = {"learning_rate": {"choice": [1.0, 0.01]}, "epochs": 1}
+    summary = tune(*_argv(tmp_path, "--sampler", "grid", trials=2, space=space))
+    values = [json.loads(line)["top1"] for trial in ("0000", "0001") for line in
+              (tmp_path / "study" / "trials" / trial / "metrics.jsonl").read_text().splitlines()
+              if json.loads(line)["step"] == 100]
+    assert values[0] == values[1]
+    assert summary["best_trial"]["number"] == 0 and summary["ties"].startswith("the earlier")
+
+
 def test_a_grid_runs_each_choice_once(tmp_path):
     space = {"learning_rate": {"choice": [0.01, 0.1]}, "epochs": 1}
     summary = tune(*_argv(tmp_path, "--sampler", "grid", trials=5, space=space))

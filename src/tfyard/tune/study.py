@@ -188,10 +188,12 @@ def write_summary(study, place, storage: str, metric_name: str, plot: bool = Tru
     states = import_optuna().trial.TrialState
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == states.COMPLETE]
-    best = study.best_trial if done else None
+    sign = -1 if study.direction.name == "MAXIMIZE" else 1
+    best = min(done, key=lambda t: (sign * t.value, t.number)) if done else None
     summary = {
         "study_name": study.study_name, "storage": shown(storage), "metric": metric_name,
         "direction": study.direction.name.lower(), "identity": study.user_attrs.get(IDENTITY),
+        "ties": "the earlier trial is the best",
         "best_trial": {"number": best.number, "run_dir": best.user_attrs.get("run_dir")}
         if best else None,
         "best_params": best.params if best else None,
