@@ -20,7 +20,9 @@ def _study(tmp_path, run, best: int | None):
     (study / "trials" / "0001" / "metrics.jsonl").write_text("")
     shutil.copytree(run, study / "trials" / "0003")
     record = {"number": best, "run_dir": f"/elsewhere/study/trials/{best:04d}"} if best else None
-    (study / "tune.json").write_text(json.dumps({"study_name": "study", "best_trial": record}))
+    (study / "tune.json").write_text(json.dumps({
+        "study_name": "study", "best_trial": record, "metric": "validation/top1",
+        "best_value": 0.9 if best else None}))
     return study
 
 
@@ -33,8 +35,11 @@ def test_a_study_predicts_and_evaluates_with_its_best_run(run, few, local_classe
     study = _study(tmp_path, run, best=3)
     assert _classes(tfyard.predict(study, [few])) == local_classes
     assert main(["evaluate", "--output_dir", str(study)]) == 0
-    result = json.loads(capsys.readouterr().out)
+    said = capsys.readouterr()
+    result = json.loads(said.out)
     assert result["source"].startswith(str(study / "trials" / "0003" / "checkpoints"))
+    assert f"{study} is a study: its best trial 3 (validation/top1 0.9), run " \
+           f"{study / 'trials' / '0003'}" in said.err
 
 
 def test_a_study_in_a_bucket_predicts_with_its_best_run_alone(run, few, local_classes, s3,

@@ -9,6 +9,7 @@ or into a bucket still finds its best run; the directory tune.json recorded is t
 from __future__ import annotations
 
 import json
+import sys
 
 from tfyard.errors import UserError
 from tfyard.runfiles.files import files_for
@@ -17,8 +18,8 @@ from tfyard.storage import in_bucket, read_object
 
 
 def run_named(path: str, flag: str = "--output_dir") -> str:
-    """The run `path` names: `path` itself, or for a study its best trial's run directory;
-    a study with no finished trial is a UserError."""
+    """The run `path` names: `path` itself, or for a study its best trial's run directory,
+    which a line on stderr names; a study with no finished trial is a UserError."""
     study = StudyDirectory(path.rstrip("/"))
     bucket = in_bucket(path, flag)
     if bucket:
@@ -30,7 +31,8 @@ def run_named(path: str, flag: str = "--output_dir") -> str:
     if text is None:
         return path
     try:
-        best = json.loads(text)["best_trial"]
+        summary = json.loads(text)
+        best = summary["best_trial"]
     except (ValueError, KeyError, TypeError):
         raise UserError(f"{study.summary} is not a study summary; point {flag} at a run "
                         "directory or a study `tfyard tune` wrote") from None
@@ -38,6 +40,9 @@ def run_named(path: str, flag: str = "--output_dir") -> str:
         raise UserError(f"{path} is a study with no finished trial yet; wait for one, or give "
                         f"{flag} one of its trials' runs ({study.trials}/NNNN)")
     inside = study.trial(best["number"])
-    if bucket or files.has(inside) or not best.get("run_dir"):
-        return inside
-    return best["run_dir"]
+    run = inside if bucket or files.has(inside) or not best.get("run_dir") else best["run_dir"]
+    figure = f" ({summary['metric']} {summary['best_value']:.4g})" \
+        if summary.get("metric") and summary.get("best_value") is not None else ""
+    print(f"tfyard: {path} is a study: its best trial {best['number']}{figure}, run {run}",
+          file=sys.stderr)   # stdout is the command's own output (rows, figures)
+    return run
