@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tfyard.errors import UserError
 from tfyard.replace import replacing_file
+from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import redacted, scrubbed
 
@@ -116,7 +117,7 @@ def refuse_another_identity(storage: str, database: str | None, name: str,
     on what the study searches, before it writes anything. `database`: the default SQLite
     file, not opened (nor made) where it does not exist. A study of an earlier tfyard has
     no identity recorded; Optuna's own direction is checked, and the command records it."""
-    if database is not None and not os.path.exists(database):
+    if database is not None and not LocalFiles().has(database):
         return
     optuna = import_optuna()
     try:
