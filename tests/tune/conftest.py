@@ -11,6 +11,11 @@ import time
 from pathlib import Path
 from unittest import mock
 
+import pytest
+
+from tests import shared_servers
+from tests.tune import postgres
+
 STAND_IN = (sys.executable, str(Path(__file__).with_name("stand_in.py")))
 ROOT = Path(__file__).resolve().parents[2]
 # `tfyard tune ARGV` with stand-in trials in a process of its own: for a tune killed outside.
@@ -65,3 +70,14 @@ def killed_while_training(tmp_path, argv, sig, reports: int = 2) -> int:
     time.sleep(1)
     assert eval_records(first.parent)[-1]["step"] == reached < 100, err   # nothing runs on
     return tuner.returncode
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory) -> str:
+    """A real PostgreSQL server's database (`tests/tune/postgres.py`), one for the run:
+    each test's study has a name of its own in it."""
+    if shared_servers.under_xdist():
+        yield shared_servers.shared(tmp_path_factory, "postgres", postgres.server)
+        return
+    with postgres.running(tmp_path_factory.mktemp("postgres")) as url:
+        yield url

@@ -7,10 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 
-from tests.tune.conftest import TUNE_CODE, eval_records, write_space
+from tests.tune import postgres
+from tests.tune.conftest import TUNE_CODE, eval_records, tune, write_space
+from tfyard.errors import UserError
 from tfyard.tune import study as studies
 from tfyard.tune.place import StudyPlace
 from tfyard.tune.search import _ask
@@ -18,18 +21,28 @@ from tfyard.tune.search import _ask
 optuna = pytest.importorskip("optuna")
 
 
-def test_two_tunes_on_one_storage_run_the_trials_once_between_them(tmp_path):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage(request, tmp_path) -> tuple[str, str]:
+    """(the storage URL two tunes share, the study's name in it): SQLite on this machine, a
+    real PostgreSQL server as across machines (as users write its URL: postgresql://)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.db'}", "shared"
+    return request.getfixturevalue("postgres_url"), f"shared-{uuid.uuid4().hex[:8]}"
+
+
+def test_two_tunes_on_one_storage_run_the_trials_once_between_them(tmp_path, storage):
+    storage, name = storage
     space = write_space(tmp_path, {"learning_rate": {"loguniform": [0.001, 1.0]}, "epochs": 1})
-    storage = f"sqlite:///{tmp_path / 'shared.db'}"
     tunes = [subprocess.Popen(
         [sys.executable, "-c", TUNE_CODE, "--space", space, "--metric", "validation/top1",
-         "--mode", "max", "--trials", "4", "--output_dir", str(tmp_path / name), "--storage",
-         storage, "--study_name", "shared"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, env={**os.environ, "STAND_IN_STEP_S": "0.01"}) for name in ("a", "b")]
+         "--mode", "max", "--trials", "4", "--output_dir", str(tmp_path / where), "--storage",
+         storage, "--study_name", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env={**os.environ, "STAND_IN_STEP_S": "0.01"}) for where in ("a", "b")]
     outputs = [tune.communicate(timeout=120)[0] for tune in tunes]
     assert [tune.returncode for tune in tunes] == [0, 0], outputs
 
-    trials = optuna.load_study(study_name="shared", storage=storage).trials
+    trials = optuna.load_study(study_name=name,
+                               storage=studies.open_storage(storage)).trials
     done = [t for t in trials if t.state.name == "COMPLETE"]
     assert len(done) == 4 and all(t.user_attrs.get(studies.SURPLUS) for t in trials
                                   if t not in done)
@@ -45,6 +58,18 @@ def test_two_tunes_on_one_storage_run_the_trials_once_between_them(tmp_path):
     last = max(summaries, key=lambda s: s["trials"]["complete"])   # the tune that ended last
     assert last["trials"]["complete"] == 4
     assert last["best_value"] == max(t.value for t in done)
+
+
+def test_a_wrong_password_is_one_line_that_shows_it_as_stars(tmp_path, postgres_url):
+    wrong = postgres_url.replace(postgres.PASSWORD, "not-the-password")
+    with pytest.raises(UserError) as refused:
+        tune(*["--space", write_space(tmp_path, {"learning_rate": 0.1, "epochs": 1}),
+               "--metric", "validation/top1", "--mode", "max", "--trials", 1, "--output_dir",
+               tmp_path / "study", "--storage", wrong])
+    line = str(refused.value)
+    assert "\n" not in line and f"postgresql://{postgres.USER}:***@127.0.0.1:" in line
+    assert "not-the-password" not in line and "password authentication failed" in line
+    assert not (tmp_path / "study").exists()
 
 
 def test_a_trial_asked_past_the_studys_count_is_surplus_and_never_run(tmp_path, capsys):

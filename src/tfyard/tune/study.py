@@ -82,11 +82,14 @@ def default_storage(output_dir: str) -> str:
 
 def open_storage(url: str):
     """Optuna's storage at `url`, opened now: a wrong URL, driver or server is one line,
-    its password shown as ***."""
+    its password shown as ***. A plain `postgresql://` URL goes through psycopg (3), the
+    driver the `optuna` extra installs, whichever SQLAlchemy would pick by default."""
     optuna = import_optuna()
+    driven = "postgresql+psycopg://" + url[len("postgresql://"):] \
+        if url.startswith("postgresql://") else url
     for attempt in range(CREATE_TRIES):
         try:
-            return optuna.storages.RDBStorage(url)
+            return optuna.storages.RDBStorage(driven)
         except Exception as exc:  # SQLAlchemy's and the drivers' errors have no common base
             if any(race in str(exc) for race in RACES) and attempt + 1 < CREATE_TRIES:
                 time.sleep(0.2)   # another tune created the tables meanwhile: open them
