@@ -52,13 +52,13 @@ def eval_records(run_dir) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def killed_while_training(tmp_path, argv, sig, reports: int = 2) -> int:
+def killed_while_training(tmp_path, argv, sig, reports: int = 2, trial: int = 0) -> int:
     """Start tune (stand-in trials) in a process group of its own, send `sig` to it once its
-    first trial has made `reports` reports, and return its exit status."""
+    trial `trial` has made `reports` reports, and return its exit status."""
     tuner = subprocess.Popen([sys.executable, "-c", TUNE_CODE, *argv], start_new_session=True,
                              env={**os.environ, "STAND_IN_STEP_S": "0.3"},
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    first = tmp_path / "study" / "trials" / "0000" / "metrics.jsonl"
+    first = tmp_path / "study" / "trials" / f"{trial:04d}" / "metrics.jsonl"
     deadline = time.monotonic() + 60
     while not (first.exists() and len(first.read_text().splitlines()) >= reports):
         assert time.monotonic() < deadline and tuner.poll() is None, tuner.stderr.read()

@@ -130,8 +130,8 @@ def test_a_pruned_trial_is_reported_with_the_figure_it_was_pruned_at(tmp_path, m
                                                                      capsys):
     """Reports written after the one that pruned (before the SIGTERM lands) change
     nothing: the line and Optuna's value are the pruning evaluation's."""
-    monkeypatch.setenv("STAND_IN_STEP_S", "0.001")   # many reports between two reads
-    tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random", trials=6))
+    monkeypatch.setenv("STAND_IN_STEP_S", "0.03")   # several reports between two reads
+    tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random", trials=9))
     study = optuna.load_study(study_name="study",
                               storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
     lines = [line for line in capsys.readouterr().out.splitlines() if " pruned at " in line]

@@ -23,7 +23,7 @@ import random
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
 from tfyard.tune import handover
-from tfyard.tune.study import reopened
+from tfyard.tune.study import derived_seed, reopened
 
 PERTURBED = ("learning_rate", "weight_decay", "momentum", "label_smoothing")
 FACTORS = (0.8, 1.2)
@@ -100,7 +100,7 @@ class Population:
     def __init__(self, space, interval: int, maximize: bool, seed: int | None, place,
                  storage):
         self.space, self.interval, self.maximize = space, interval, maximize
-        self.rng, self.place, self.storage = random.Random(seed), place, storage
+        self.seed, self.place, self.storage = seed, place, storage
 
     def pause(self, study) -> int:
         """The step the population stops at next (a rerun's too): one value for all, so
@@ -113,10 +113,12 @@ class Population:
         Returns what happened, a line a recipient."""
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
         live = {number: value for number, value in stopped.items() if value is not None}
-        moves = [[recipient, donor, explore(values_now(trials[donor]), self.space, self.rng),
+        step = self.pause(study)
+        rng = random.Random(derived_seed(self.seed, "pbt", step))   # a round's own: a rerun
+        moves = [[recipient, donor, explore(values_now(trials[donor]), self.space, rng),
                   live[recipient], live[donor]]
-                 for recipient, donor in sorted(exploit(live, self.maximize, self.rng).items())]
-        study.set_user_attr(ROUND, {"step": self.pause(study), "moves": moves})
+                 for recipient, donor in sorted(exploit(live, self.maximize, rng).items())]
+        study.set_user_attr(ROUND, {"step": step, "moves": moves})
         return self.finish(study, metric)
 
     def finish(self, study, metric: str) -> list[str]:

@@ -148,6 +148,8 @@ def _study(search: Search, processes: ForkServer) -> dict:
                     and failures <= search.max_failures and time.monotonic() < deadline)):
                 with stops_held():   # no trial asked of Optuna is left without its run
                     resumed = left.pop(0) if left else None
+                    if resumed is None:
+                        _reseed(search, study)
                     asked = None if resumed else _ask(study, states, wanted)
                     if not (asked or resumed):
                         break   # the study is full: another tune asked at the same moment
@@ -212,6 +214,18 @@ def _counts(study, states) -> tuple[int, int]:
     trials = study.get_trials(deepcopy=False)
     return (sum(t.state in (states.COMPLETE, states.PRUNED) for t in trials),
             sum(t.state in (states.RUNNING, states.WAITING) for t in trials))
+
+
+def _reseed(search: Search, study) -> None:
+    """With --seed, the sampler of the next trial is seeded by the study's seed, this tune's
+    DIR (its identity among the tunes sharing the study) and the trial's number, the next
+    the storage gives: a rerun after a kill draws what the unbroken study drew, and two
+    tunes on one study draw apart. (The grid needs none: its trial number N takes point N
+    of one order that the study's seed shuffles, the same in every tune.)"""
+    if search.seed is not None and search.sampler != "grid":
+        number = len(study.get_trials(deepcopy=False))
+        study.sampler = studies.sampler(search.sampler, studies.derived_seed(
+            search.seed, search.output_dir, number), search.grid())
 
 
 def _ask(study, states, wanted: int):

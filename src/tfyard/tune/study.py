@@ -7,6 +7,7 @@ Samplers and pruners are Optuna's, chosen by name; nothing here samples or prune
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import os
@@ -147,6 +148,15 @@ def _given(key: str, value) -> str:
         return " ".join(f"--{flag} {flags[flag]}" for flag in sorted(flags)) or \
             "no shared train flags"
     return f"{IDENTITY_FLAGS[key]} {value}"
+
+
+def derived_seed(seed: int | None, *names) -> int | None:
+    """The seed of one draw of a seeded study: a function of the study's seed and what
+    names the draw (the worker and the trial's number; a PBT round's step), never of a
+    process-long stream, so a study killed and run again draws exactly what it drew."""
+    if seed is None:
+        return None
+    return int.from_bytes(hashlib.sha256(repr((seed, *names)).encode()).digest()[:4], "big")
 
 
 def sampler(name: str, seed: int | None, grid: dict | None):
