@@ -97,3 +97,16 @@ def test_missing_data_dir_names_where_it_came_from(tmp_path, monkeypatch):
     monkeypatch.setenv("TFYARD_DATA_DIR", "/nonexistent/env-data")
     with pytest.raises(UserError, match="^TFYARD_DATA_DIR '/nonexistent/env-data' does not"):
         platform.resolve(output_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("value, cap", [("", None), ("3", 3), ("0", "at least 1, got '0'"),
+                                        ("2.5", "got '2.5'"), ("ten", "got 'ten'")])
+def test_the_step_cap_is_a_whole_number_or_one_line(value, cap):
+    """TFYARD_MAX_STEPS shortens the docs' commands in the suite; a typo in it must not
+    train the full length silently."""
+    environ = {platform.MAX_STEPS: value}
+    if cap is None or isinstance(cap, int):
+        assert platform.max_steps(environ) == cap
+    else:
+        with pytest.raises(UserError, match=cap):
+            platform.max_steps(environ)

@@ -19,6 +19,7 @@ from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import LOGS, WORK
 
 FLAGS = ("data_dir", "output_dir", "work_dir", "log_dir", "num_gpus")
+MAX_STEPS = "TFYARD_MAX_STEPS"
 
 _HELP = {
     "data_dir": "where the input data lives: a directory, or s3:// or gs://BUCKET/PREFIX (copied "
@@ -53,6 +54,17 @@ class Platform:
         if url is not None:
             fields["output_copy"], fields["output_dir"] = fields["output_dir"], url
         return fields
+
+
+def max_steps(environ=None) -> int | None:
+    """TFYARD_MAX_STEPS, a cap on every run's training steps: a full-length command (a docs
+    page's, a script's) runs short as written; None where it is unset."""
+    value = (os.environ if environ is None else environ).get(MAX_STEPS, "")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise UserError(f"{MAX_STEPS} must be a whole number of at least 1, got {value!r}")
+    return int(value)
 
 
 def is_remote(path: str) -> bool:

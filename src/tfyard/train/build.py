@@ -17,7 +17,7 @@ from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.strategy import Plan
 from tfyard.errors import UserError
 from tfyard.models.factory import policy_name
-from tfyard.platform import Platform
+from tfyard.platform import MAX_STEPS, Platform, max_steps
 from tfyard.train.fused import fuse_batch_norm
 from tfyard.train.host_memory import keep_freed_memory
 from tfyard.train.loop import StepConfig, Trainer, model_evaluation
@@ -157,10 +157,22 @@ def _numbers(options: TrainOptions, task: Task, replicas: int, pipelines: int) -
     TensorFlow 2.21 gives each of them the same InputContext(1, 0, R) and the same graph."""
     data = task.data
     if data.train_examples is not None:
-        return resolve_numbers(options, task.family, replicas, data.train_examples)
-    batch, steps = data.steps(replicas, pipelines)
-    return resolve_numbers(options, task.family, replicas, None, input_batch=batch,
-                           input_steps=steps)
+        numbers = resolve_numbers(options, task.family, replicas, data.train_examples)
+    else:
+        batch, steps = data.steps(replicas, pipelines)
+        numbers = resolve_numbers(options, task.family, replicas, None, input_batch=batch,
+                                  input_steps=steps)
+    return capped(numbers)
+
+
+def capped(numbers: Resolved) -> Resolved:
+    """`numbers` with at most TFYARD_MAX_STEPS steps, said in one line where it cuts."""
+    cap = max_steps()
+    if cap is None or cap >= numbers.total_steps:
+        return numbers
+    log.info(f"tfyard: {MAX_STEPS}={cap}: training {cap} of the run's "
+             f"{numbers.total_steps} steps")
+    return replace(numbers, total_steps=cap)
 
 
 def resolve_numbers(options: TrainOptions, family: str, replicas: int,
