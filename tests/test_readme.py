@@ -2,16 +2,20 @@
 
 The README is a front door: at most 250 lines, its links resolve, and each of its code
 blocks is either marked `<!-- run -->` (and run here, in order, in one empty directory: its
-five-minute tour) or says on its first line that it is not run. The docs pages' marked
-blocks run too: the tracking page's against a real `mlflow server` on loopback, in a copy of
-the directory the tour leaves; the training page's "Train your own Keras model" (its
-`nets/mine.py`, its `tfyard train` command line and its `tfyard.fit` call, with CIFAR-10
-binary files and an input function written here, which the page leaves to the user); and
-the fine-tuning page's recipe, both stages and the `tfyard.fit` form.
+five-minute tour) or says on its first line that it is not run. So is each block of every
+user page of the docs site (all but architecture.md and api.md), whose marked blocks run
+here too, a page's in order in one directory: the tracking page's against a real `mlflow
+server` on loopback, in a copy of the directory the tour leaves; the data page's bucket
+against moto's S3 server; the fine-tuning page's recipe; the others with the stand-ins for
+what the page assumes the reader has (CIFAR-10 binary files, MNIST, an input function, a
+trained run, photos), written here. Every run is held to `TFYARD_MAX_STEPS` steps, the cap
+docs/training.md documents, so a page's full-length command runs as written.
 
 A block runs as written: each shell line that is one plain `tfyard` command through
 `tfyard.cli.main` with the same arguments in this process (an interpreter and a TensorFlow
-import saved per line), the other shell lines with bash, a Python block with `exec`. The
+import saved per line), the other shell lines with bash, a Python block with `exec`, but a
+Python block that opens with `# PATH.py` is that file, which the page shows: it is written
+there. The
 tracking page's `tfyard track` runs with bash: the console script's own process
 (tests/tracking/test_mlflow.py runs `track` in-process, and its SIGKILLed run is a fresh
 tracked `tfyard train`)."""
@@ -34,12 +38,18 @@ import pytest
 
 from tests.data.helpers import write_cifar
 from tests.train.conftest import read_json
+from tfyard.platform import MAX_STEPS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 DOCS = ROOT / "docs"
 FENCE = re.compile(r"(<!-- run -->\n)?```(\w+)\n(.*?)```", flags=re.S)
 NOT_RUN = "# not run by the README test: "
+DOCS_NOT_RUN = "# not run by the docs test: "
+USER_PAGES = sorted(path.name for path in DOCS.glob("*.md")
+                    if path.name not in ("architecture.md", "api.md"))
+STEPS = 3   # TFYARD_MAX_STEPS for every page's runs
+FILE_BLOCK = re.compile(r"# ([\w/.-]+\.py)\n")
 SHELL_SYNTAX = set("|&;<>$`")   # a line with any of these is bash's to run
 
 
@@ -113,10 +123,14 @@ def run_block(lang: str, body: str) -> str:
     from tfyard.cli import main
 
     printed = io.StringIO()
+    if lang == "python" and (file := FILE_BLOCK.match(body)):
+        Path(file[1]).parent.mkdir(parents=True, exist_ok=True)
+        Path(file[1]).write_text(body)
+        return ""
     with contextlib.redirect_stdout(printed):
         if lang == "python":
             run_python(body)
-        for step in shell_steps(body) if lang == "sh" else []:
+        for step in shell_steps(body) if lang in ("sh", "bash") else []:
             if isinstance(step, str):
                 printed.write(bash(step))
             else:
@@ -190,20 +204,54 @@ def test_the_tracking_page_runs_as_written_in_the_tours_directory(tour, tmp_path
     assert names == ["a", "tour"]
 
 
-@pytest.mark.parametrize("name", ["scale.md", "data.md"])
-def test_the_docs_pages_cheap_commands_run_as_written(tmp_path, monkeypatch, name):
-    """`cluster show`, `pack` (no docker), `data convert` and `data inspect`."""
+def not_run(name: str) -> list[tuple[str, int, str]]:
+    """Each block of the user page `name` not marked to run: (page, line, its first line)."""
+    text = page(name)
+    return [(name, text[:found.start()].count("\n") + 1, found[3].split("\n", 1)[0])
+            for found in FENCE.finditer(text) if not found[1]]
+
+
+@pytest.mark.parametrize("name", USER_PAGES)
+def test_the_pattern_finds_every_block_of_a_user_page(name):
+    assert len(fenced(page(name))) == page(name).count("```") // 2
+
+
+@pytest.mark.parametrize("name, line, first", [block for name in USER_PAGES
+                                               for block in not_run(name)],
+                         ids=lambda value: str(value)[:60])
+def test_a_user_page_block_not_run_says_why(name, line, first):
+    """Every block the suite does not run is listed here (a test each), with its reason."""
+    assert first.startswith(DOCS_NOT_RUN) and first[len(DOCS_NOT_RUN):].strip(), \
+        f"{name}:{line} is neither marked <!-- run --> nor says why it is not run: {first}"
+
+
+def run_page(name: str, directory: Path, monkeypatch) -> list[str]:
+    """The marked blocks of the page `name`, in order in `directory`, each run held to
+    STEPS steps: what each printed."""
+    monkeypatch.chdir(directory)
+    monkeypatch.setenv(MAX_STEPS, str(STEPS))
+    return run_blocks(marked(page(name)))
+
+
+@pytest.mark.parametrize("command", ["tfyard cluster show", "--name job-a"],
+                         ids=["a line bash runs", "a line run in this process"])
+def test_a_planted_wrong_flag_fails_its_block(tmp_path, monkeypatch, capsys, command):
+    """The runner runs what a block says: a flag no command takes, planted into a copy of
+    one of the scale page's blocks, fails it."""
+    lang, body = next(block for block in marked(page("scale.md")) if command in block[1])
     monkeypatch.chdir(tmp_path)
-    printed = run_blocks(marked(page(name)))
-    if name == "scale.md":
-        assert "strategy:   parameter_server" in printed[0], printed[0]
-        assert (tmp_path / "tfyard-k8s.yaml").is_file() and (tmp_path / "Dockerfile").is_file()
-    else:
-        assert "0 problems" in printed[-1] and (tmp_path / "tfrecords" / "labels.txt").is_file()
+    with pytest.raises((AssertionError, SystemExit)) as failed:
+        run_blocks([(lang, body.replace(command, f"{command} --no_such_flag"))])
+    said = f"{failed.value}{capsys.readouterr().err}"
+    assert "unrecognized arguments: --no_such_flag" in said, said
 
 
-SECTION = page("training.md").split("## Train your own Keras model", 1)[1].split("\n## ", 1)[0]
-BLOCKS = re.findall(r"```(\w+)\n(.*?)```", SECTION, flags=re.S)
+def test_the_scale_page_runs_as_written(tmp_path, monkeypatch):
+    """`cluster show` and `pack` (no docker)."""
+    printed = run_page("scale.md", tmp_path, monkeypatch)
+    assert "strategy:   parameter_server" in printed[0], printed[0]
+    assert (tmp_path / "tfyard-k8s.yaml").is_file() and (tmp_path / "Dockerfile").is_file()
+
 
 INPUT = """
 import numpy as np
@@ -219,41 +267,39 @@ eval_fn = input_fn
 """
 
 
-def blocks(language: str) -> list[str]:
-    return [text for lang, text in BLOCKS if lang == language]
-
-
-def test_the_user_model_example_runs_as_written(tmp_path, monkeypatch):
-    """The module, its `tfyard train` line and its `tfyard.fit` call, in this process: the
-    module is imported from the working directory as a fresh `tfyard` would (and forgotten
-    after)."""
-    module, = [b for b in blocks("python") if b.startswith("# nets/mine.py")]
-    (tmp_path / "nets").mkdir()
-    (tmp_path / "nets" / "mine.py").write_text(module)
+def write_cifar10(root: Path) -> None:
+    """A CIFAR-10 stand-in, four records a class in each file (one 128-batch step)."""
     labels = list(range(10)) * 4
-    write_cifar(tmp_path / "cifar-10-batches-bin", "cifar10",
-                {**{f"data_batch_{i}.bin": labels for i in range(1, 6)},
-                 "test_batch.bin": labels})
-    monkeypatch.chdir(tmp_path)
+    write_cifar(root, "cifar10", {**{f"data_batch_{i}.bin": labels for i in range(1, 6)},
+                                  "test_batch.bin": labels})
+
+
+@pytest.mark.slow
+def test_the_training_page_runs_as_written(tmp_path, monkeypatch):
+    """With stand-ins for what the page leaves to the reader (CIFAR-10 and MNIST files,
+    `nets/data.py`'s input function, the checkout's examples/); the modules a block imports
+    from the directory are forgotten after."""
+    from tests.examples.test_seed_scripts import write_mnist_npz
+
+    write_cifar10(tmp_path / "cifar-10-batches-bin")
+    write_mnist_npz(tmp_path / "mnist")
+    (tmp_path / "nets").mkdir()
+    (tmp_path / "nets" / "data.py").write_text(INPUT)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.setattr(sys, "path", list(sys.path))
     try:
-        train = commands(blocks("sh")[0])[0]
-        assert train[:2] == ["tfyard", "train"], train
-        run_blocks([("sh", shlex.join(train))])
-        summary = read_json(tmp_path / "out" / "summary.json")
-        assert (summary["model"], summary["dataset"]) == ("nets.mine:build", "cifar10")
-        assert summary["optimizer"] == "Adam" and "accuracy" in summary["eval"]
-
-        call, = [b for b in blocks("python") if "tfyard.fit(" in b]
-        steps = int(re.search(r"train_steps=(\d+)", call)[1])
-        script = "from nets.mine import build\n" + INPUT + call + \
-            "print(summary['final_step'], summary['dataset'], sorted(summary['eval']))\n"
-        printed, = run_blocks([("python", script)])
+        run_page("training.md", tmp_path, monkeypatch)
     finally:
-        for name in ("nets.mine", "nets"):
+        for name in ("nets.mine", "nets.data", "nets"):
             sys.modules.pop(name, None)
-    assert printed.split()[-4:] == [str(steps), "input_fn", "['accuracy',", "'loss']"]
-    assert read_json(tmp_path / "out_fit" / "summary.json")["final_step"] == steps
+    summaries = {run: read_json(tmp_path / run / "summary.json")
+                 for run in ("out", "digits-run", "mine", "out_fit", "mnist-run", "resnet-run")}
+    assert summaries["out"]["model"] == summaries["resnet-run"]["model"] == "cifar_resnet56"
+    assert (tmp_path / "digits-run" / "curves.png").is_file()
+    assert (summaries["mine"]["model"], summaries["mine"]["optimizer"]) == \
+        ("nets.mine:build", "Adam")
+    assert summaries["out_fit"]["final_step"] == summaries["digits-run"]["final_step"] == STEPS
+    assert (tmp_path / "mnist-run" / "mnist.h5").is_file()
 
 
 FINE_TUNE = page("fine-tuning.md")
@@ -300,3 +346,61 @@ def test_the_fine_tune_recipe_runs_as_written(tmp_path, monkeypatch, capsys):
     record = read_json(tmp_path / "mine" / "run.json")["init"]
     assert record["loaded"] == count and record["head"] == "fresh (not in the source)"
     assert len(record["frozen_layers"]) == len({w.path.split("/")[0] for w in base.weights})
+
+
+@pytest.mark.slow
+def test_the_data_page_runs_as_written_against_a_real_s3_server(tmp_path, monkeypatch):
+    """Its photos converted and inspected locally, then into a bucket, and a run in the
+    bucket trained on them, evaluated, plotted and predicting, against moto's S3 server with
+    the bucket the page assumes."""
+    import boto3
+
+    from tests.storage.conftest import SETTINGS, moto_server
+
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with moto_server() as endpoint:
+        for name, value in {**SETTINGS, "AWS_ENDPOINT_URL_S3": endpoint}.items():
+            monkeypatch.setenv(name, value)
+        boto3.client("s3").create_bucket(Bucket="my-bucket")
+        (tmp_path / "page").mkdir()
+        printed = run_page("data.md", tmp_path / "page", monkeypatch)
+        keys = {found["Key"] for found in boto3.client("s3").list_objects_v2(
+            Bucket="my-bucket", Prefix="runs/resnet-a/")["Contents"]}
+    assert "0 problems" in printed[1] and (tmp_path / "page" / "tfrecords" / "labels.txt").is_file()
+    assert "s3://my-bucket/photos-tfr" in printed[2], printed[2]
+    assert {"runs/resnet-a/summary.json", "runs/resnet-a/curves.png"} <= keys
+    rows = [line for line in printed[-1].splitlines() if line.startswith("photos/")]
+    assert len(rows) == 20, printed[-1]
+
+
+@pytest.mark.slow
+def test_the_predict_page_runs_as_written_on_the_tours_run(tour, tmp_path, monkeypatch):
+    """On a copy of the tour's run as `out` and its export as `copied/export`, with the
+    images the page names (digits as PNG and JPEG)."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    shutil.copytree(tour[0] / "tour", tmp_path / "out", ignore=shutil.ignore_patterns("work"))
+    shutil.copytree(tour[0] / "tour" / "export", tmp_path / "copied" / "export")
+    images = [Image.fromarray((pixels * 15).astype("uint8")).convert("RGB")
+              for pixels in load_digits().images[:5]]
+    for path, image in zip(["photos/a/0.png", "photos/b/1.jpg", "more/x/2.jpg", "one.png",
+                            "cat.jpg"], images, strict=True):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        image.save(tmp_path / path)
+    printed = run_page("predict.md", tmp_path, monkeypatch)
+    assert printed[0].count("\n") == 1 + 4 + 2, printed[0]   # a header, then the rows
+    assert (tmp_path / "rows.parquet").is_file()
+
+
+@pytest.mark.slow
+def test_the_tuning_page_runs_as_written(tmp_path, monkeypatch):
+    """Both searches, eight trials each, every trial held to the step cap."""
+    run_page("tuning.md", tmp_path, monkeypatch)
+    for study in ("runs/study", "runs/study-py"):
+        summary = read_json(tmp_path / study / "tune.json")
+        assert len(summary["trials"]) == 8, summary
+        best = read_json(Path(summary["best_trial"]["run_dir"]) / "summary.json")
+        assert best["final_step"] == STEPS

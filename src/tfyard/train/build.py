@@ -17,7 +17,7 @@ from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.strategy import Plan
 from tfyard.errors import UserError
 from tfyard.models.factory import policy_name
-from tfyard.platform import MAX_STEPS, Platform, max_steps
+from tfyard.platform import MAX_STEPS, Platform
 from tfyard.train.fused import fuse_batch_norm
 from tfyard.train.host_memory import keep_freed_memory
 from tfyard.train.loop import StepConfig, Trainer, model_evaluation
@@ -82,13 +82,15 @@ def start_strategy(context: RunContext) -> tf.distribute.Strategy:
     return strategies.create_strategy(context.plan, context.cluster, context.plat.num_gpus)
 
 
-def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy) -> Prepared:
+def prepare(context: RunContext, task: Task, strategy: tf.distribute.Strategy,
+            max_steps: int | None = None) -> Prepared:
     """Batch arithmetic, model, optimizer and the Trainer for one process, under the
     strategy of `start_strategy`."""
     options, cluster, plan = context.options, context.cluster, context.plan
     replicas = strategy.num_replicas_in_sync if plan.strategy != "parameter_server" \
         else cluster.num_workers
-    numbers = _numbers(options, task, replicas, input_pipelines(plan, cluster))
+    numbers = capped(_numbers(options, task, replicas, input_pipelines(plan, cluster)),
+                     max_steps)
     policy = dtype_policy(options.dtype)
     if options.seed is not None:
         # just before the weights are drawn: Keras draws an initializer's seed from Python's
@@ -157,17 +159,15 @@ def _numbers(options: TrainOptions, task: Task, replicas: int, pipelines: int) -
     TensorFlow 2.21 gives each of them the same InputContext(1, 0, R) and the same graph."""
     data = task.data
     if data.train_examples is not None:
-        numbers = resolve_numbers(options, task.family, replicas, data.train_examples)
-    else:
-        batch, steps = data.steps(replicas, pipelines)
-        numbers = resolve_numbers(options, task.family, replicas, None, input_batch=batch,
-                                  input_steps=steps)
-    return capped(numbers)
+        return resolve_numbers(options, task.family, replicas, data.train_examples)
+    batch, steps = data.steps(replicas, pipelines)
+    return resolve_numbers(options, task.family, replicas, None, input_batch=batch,
+                           input_steps=steps)
 
 
-def capped(numbers: Resolved) -> Resolved:
-    """`numbers` with at most TFYARD_MAX_STEPS steps, said in one line where it cuts."""
-    cap = max_steps()
+def capped(numbers: Resolved, cap: int | None) -> Resolved:
+    """`numbers` with at most `cap` steps (TFYARD_MAX_STEPS), said in one line where it
+    cuts."""
     if cap is None or cap >= numbers.total_steps:
         return numbers
     log.info(f"tfyard: {MAX_STEPS}={cap}: training {cap} of the run's "

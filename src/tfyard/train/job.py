@@ -131,7 +131,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         task = make_task(options, plat, model, data, eval_data, num_classes, strategy,
                          class_names)
         refuse_other_run(plat.output_dir, **task.identity())
-        prepared = prepare(context, task, strategy)
+        prepared = prepare(context, task, strategy, platform_contract.max_steps())
         preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
         controller, restored, tracker = _controller(prepared, watchdog, run.publisher)
         with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
