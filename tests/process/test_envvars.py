@@ -48,7 +48,7 @@ def test_a_mistyped_timeout_stops_the_command_in_one_line(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(SRC), "TFYARD_STARTUP_TIMEOUT": "soon"}
     result = subprocess.run([sys.executable, "-m", "tfyard", "train", "--output_dir", str(out),
-                             "--steps", "1"], env=env, capture_output=True, text=True,
+                             "--train_steps", "1"], env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
