@@ -5,6 +5,7 @@ report repeats."""
 from __future__ import annotations
 
 import collections
+import re
 import threading
 from collections.abc import Sequence
 
@@ -14,7 +15,7 @@ TAIL_LINES = 10  # of a failed member's output, repeated in the final error
 class LockedWriter:
     """Whole lines from every member and the launcher to one stream, one writer at a time.
 
-    A member's `tfyard: error: ...` line that another member already printed is left out:
+    A member's `tfyard ...: error: ...` line that another member already printed is left out:
     a bad flag fails every member alike, and once is enough. `recent` holds the last lines
     written, so the final report repeats only a failed member's lines that scrolled away.
     """
@@ -43,10 +44,13 @@ class LockedWriter:
                 if line not in self.recent and _member_error(line) not in self.errors]
 
 
+_ERROR = re.compile(r"tfyard( [\w-]+)*: error: ")  # `tfyard: error:`, `tfyard train: error:`
+
+
 def _member_error(text: str) -> str | None:
-    """The `tfyard: error: ...` of a member's prefixed line (`[worker:1] tfyard: error: ...`)."""
+    """The error of a member's prefixed line (`[worker:1] tfyard train: error: ...`)."""
     prefix, _, said = text.rstrip("\n").partition("] ")
-    return said if prefix.startswith("[") and said.startswith("tfyard: error:") else None
+    return said if prefix.startswith("[") and _ERROR.match(said) else None
 
 
 def locked_writer(stream) -> LockedWriter:
