@@ -1,6 +1,6 @@
 """`tfyard tune`: ASHA against the exhaustive grid, the study's overhead, parallel trials.
 
-Three parts, each runnable alone (`--parts asha overhead parallel`), all on the bundled
+Four parts, each runnable alone (`--parts asha rungs overhead parallel`), all on the bundled
 digits with a CIFAR ResNet (`cifar_resnet8`, no XLA: small on purpose), each trial on a
 cosine learning rate to 0 at its end, so that its last evaluation (its value) is of a
 settled model, not a snapshot at a high rate:
@@ -15,6 +15,11 @@ settled model, not a snapshot at a high rate:
   mean steps as a share of the grid's. A finished trial's accuracy does not depend on the
   machine's load; which trials reach a rung first and the steps a pruned trial runs on
   until tune stops it (tune's reaction, ~0.2 s) do, a little.
+- rungs: the study that once pruned at chance level: the learning rate log-uniform over
+  [0.001, 0.8], 3 epochs, 8 trials, ASHA at its default first rung (past the first epoch
+  and the warm-up), for 5 seeds, against a 3-point learning-rate grid (0.001, 0.028, 0.8)
+  at the full budget: no study's best may fall below the grid's worst point. Prints each
+  study's best and where its trials were pruned.
 - overhead: a study of 8 trials at --parallel 2, each ~20 s of training (4x --epochs);
   everything outside the trials' own training (process start-up, TensorFlow import, model
   build, study I/O, scheduling) is the 2 slots' time less the trials' own `wall_time_sec`
@@ -31,6 +36,7 @@ machine.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -46,6 +52,8 @@ RANGES = {name: {"loguniform": [min(entry["choice"]), max(entry["choice"])]}
 TRAIN = {"model": "cifar_resnet8", "dataset": "digits", "image_size": 8, "num_gpus": 0,
          "lr_schedule": "cosine", "steps_per_loop": 5, "quiet": True, "jit_compile": False,
          "export": False}
+LR_GRID = [0.001, 0.028, 0.8]   # rungs: the grid's points, log-spaced over the range
+RUNG_EPOCHS = 3.0
 SETTINGS = {"metric": "validation/top1", "mode": "max", "parallel": 2}
 TIMED = {"image_size": 16}   # overhead and parallel: more work an image, as measured before
 
@@ -105,6 +113,43 @@ def asha(root: str, args) -> None:
           f"{grid['steps']} (bound 35 %)", flush=True)
 
 
+def rungs(root: str, args) -> None:
+    grid = study(os.path.join(root, "lr-grid"), {"learning_rate": {"choice": LR_GRID}}, 3,
+                 RUNG_EPOCHS, sampler="grid", seed=0)
+    values = sorted(trial_values(os.path.join(root, "lr-grid")))
+    print(f"rungs: the 3-point grid {LR_GRID} ends at {', '.join(f'{v:.4f}' for v in values)}",
+          flush=True)
+    bests = []
+    for seed in args.rung_seeds:
+        place = os.path.join(root, f"rungs-{seed}")
+        found = study(place, {"learning_rate": {"loguniform": [0.001, 0.8]}}, 8, RUNG_EPOCHS,
+                      scheduler="asha", seed=seed)
+        bests.append(found["best_value"])
+        print(f"rungs seed {seed}: best {found['best_value']:.4f} "
+              f"({found['best_params']}), {found['trials']['pruned']} of 8 pruned, at "
+              f"evaluation(s) {sorted(pruned_at(place))}", flush=True)
+    held = all(best >= values[0] for best in bests)
+    print(f"rungs: worst best {min(bests):.4f} over seeds {args.rung_seeds} against the grid's "
+          f"worst point {values[0]:.4f}: {'held' if held else 'NOT held'} (grid "
+          f"{grid['best_value']:.4f} at best)", flush=True)
+
+
+def trial_values(output_dir: str) -> list[float]:
+    """The finished trials' values of a study (trials.csv)."""
+    with open(os.path.join(output_dir, "trials.csv")) as stream:
+        rows = list(csv.DictReader(stream))
+    return [float(row["value"]) for row in rows if row["state"] == "complete"]
+
+
+def pruned_at(output_dir: str) -> list[int]:
+    """The evaluation at which each pruned trial of a study was pruned (Optuna's steps)."""
+    import optuna
+
+    study = optuna.load_study(study_name=os.path.basename(output_dir),
+                              storage=f"sqlite:///{output_dir}/study.db")
+    return [max(t.intermediate_values) for t in study.trials if t.state.name == "PRUNED"]
+
+
 def overhead(root: str, args) -> None:
     space = {"learning_rate": {"loguniform": [0.02, 0.4]}}
     trials = args.overhead_trials
@@ -134,8 +179,8 @@ def parallel(root: str, args) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", choices=("asha", "overhead", "parallel"),
-                        default=["asha", "overhead", "parallel"])
+    parser.add_argument("--parts", nargs="+", choices=("asha", "rungs", "overhead", "parallel"),
+                        default=["asha", "rungs", "overhead", "parallel"])
     parser.add_argument("--epochs", type=float, default=6.0,
                         help="each trial's epochs (asha); parallel trains twice as long, "
                         "overhead --overhead_x times")
@@ -146,15 +191,18 @@ def main() -> int:
                         help="overhead: each trial trains this many times --epochs")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3],
                         help="ASHA study seeds")
+    parser.add_argument("--rung_seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5],
+                        help="rungs: the study seeds")
     parser.add_argument("--no_grid", action="store_true", help="asha: the ASHA studies "
                         "alone (seeds run side by side in several processes; compare by hand)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
     with tempfile.TemporaryDirectory(prefix="tfyard-bench-tune-") as root:
-        for part in ("asha", "overhead", "parallel"):
+        parts = {"asha": asha, "rungs": rungs, "overhead": overhead, "parallel": parallel}
+        for part, measure in parts.items():
             if part in args.parts:
-                {"asha": asha, "overhead": overhead, "parallel": parallel}[part](root, args)
+                measure(root, args)
     return 0
 
 

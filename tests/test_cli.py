@@ -150,7 +150,8 @@ def test_every_commands_platform_flags_come_from_the_one_declaration(monkeypatch
 
 # flags named like a TrainOptions field that mean something else in their command
 OTHER_MEANING = {("tfyard evaluate", "--export"),  # the exported model, not "write one"
-                 ("tfyard predict", "--batch_size")}  # images per model call, no training
+                 ("tfyard predict", "--batch_size"),  # images per model call, no training
+                 ("tfyard tune", "--seed")}  # the study's: its sampler's, then each trial's
 
 
 def test_every_commands_training_flags_come_from_the_one_declaration(monkeypatch):

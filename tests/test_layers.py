@@ -14,7 +14,8 @@ sideways, and no module imports itself back through others.
                                 `data` uses too
     storage                     where a path lives: local disk or a bucket
     process                     numbers from the environment, liveness of a pid
-    errors, flags, dtypes, compat, the tfyard package itself (__version__): no tfyard imports
+    flags, dtypes, compat, the tfyard package itself (__version__): errors alone
+    errors                      no tfyard imports
 
 A module may import its own package's siblings. Imports inside functions count too:
 laziness keeps start-up fast, it does not make an upward dependency right.
@@ -50,7 +51,8 @@ LAYERS = [
     {"replace", "progress"},
     {"storage"},
     {"process"},
-    {"errors", "flags", "dtypes", "compat", "__init__"},
+    {"flags", "dtypes", "compat", "__init__"},
+    {"errors"},
 ]
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 TRAIN_ROOMS = ["tfyard.train", "tfyard.train.outside", "tfyard.train.weights", "tfyard.train.task",

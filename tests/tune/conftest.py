@@ -32,11 +32,13 @@ def write_space(directory: Path, space: dict | str) -> str:
 def tune(*argv) -> dict:
     """Run `tfyard tune ARGV` here with stand-in trials, as the CLI runs it; tune.json's
     content."""
+    from dataclasses import asdict
+
     from tfyard.cli import build_parser
-    from tfyard.tune.checked import SETTINGS
+    from tfyard.tune.settings import TuneSettings
 
     args, rest = build_parser().parse_known_args(["tune", *map(str, argv)])
-    return stand_in_tune(**{name: getattr(args, name) for name in SETTINGS}, train_argv=rest)
+    return stand_in_tune(**asdict(TuneSettings.from_args(args)), train_argv=rest)
 
 
 def stand_in_tune(*args, **kwargs) -> dict:

@@ -1,7 +1,8 @@
 """A stand-in for `tfyard train` in tune's tests: no TensorFlow, a run in a fraction of a
 second. It reads --output_dir, --learning_rate, --epochs or --train_steps, --eval_every_epochs
-or --eval_every_steps and --pause_at_step, writes eval reports to metrics.jsonl (top1 grows
-fastest at learning_rate 0.1) and, like train, keeps its state (step, top1) in checkpoints/
+or --eval_every_steps, --warmup_epochs and --pause_at_step, writes run.json's numbers (its
+epoch, warm-up and total in steps) and eval reports to metrics.jsonl (top1 grows fastest at
+learning_rate 0.1) and, like train, keeps its state (step, top1) in checkpoints/
 at each report and resumes from it, stops at --pause_at_step with exit 79 (at once when
 resumed there), saves and exits 143 on SIGTERM; as one member of several (TF_CONFIG), only
 worker 0 writes the run, as train's chief does. An --output_dir in a bucket is written, as
@@ -31,6 +32,7 @@ parser.add_argument("--eval_every_epochs", type=float)
 parser.add_argument("--train_steps", "--max_number_of_steps", type=int)
 parser.add_argument("--eval_every_steps", type=int)
 parser.add_argument("--pause_at_step", type=int)
+parser.add_argument("--warmup_epochs", type=float, default=0.0)
 args, _ = parser.parse_known_args()
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 if args.learning_rate > float(os.environ.get("STAND_IN_FAIL_ABOVE", "inf")):
@@ -64,6 +66,12 @@ if state["step"] == args.pause_at_step:   # resumed where it was to stop, as tra
     sys.exit(79)
 every = args.eval_every_steps or round(args.eval_every_epochs * STEPS_PER_EPOCH)
 last = args.train_steps or round(args.epochs * STEPS_PER_EPOCH)
+run_json = os.path.join(args.output_dir, "run.json")   # amended, as train does
+record = json.load(open(run_json)) if os.path.exists(run_json) else {}
+with open(run_json + ".tmp", "w") as stream:
+    json.dump({**record, "steps_per_epoch": STEPS_PER_EPOCH, "total_steps": last,
+               "warmup_steps": int(args.warmup_epochs * STEPS_PER_EPOCH)}, stream)
+os.replace(run_json + ".tmp", run_json)
 gain = (1.0 - abs(math.log10(args.learning_rate) + 1.0) / 4) * every / last
 with published, open(path, "a") as stream:
     for step in range(state["step"] + every, last + 1, every):

@@ -31,7 +31,7 @@ def _refusal(tmp_path, capsys, *argv, space=GOOD) -> str:
     ({"learning_rate": {"uniform": [0.5, 0.1]}}, "needs lo < hi"),
     ({"weight_decay": {"loguniform": [0.0, 0.1]}}, "must stay above 0"),
     ({"label_smoothing": {"uniform": [0.0, 1.5]}}, "--label_smoothing 1.5: 1.5 must be in"),
-    ({"optimizer": {"choice": ["sgd", "adam"]}}, "invalid choice: 'adam'"),
+    ({"optimizer": {"choice": ["sgd", "adam"]}}, "--optimizer adam: give one of sgd, adamw"),
     ({"nesterov": {"choice": [True, "yes"]}}, "give true or false"),
     ({"learning_rate": {"normal": [0.1, 0.2]}}, "give one of loguniform, uniform"),
     ({"batch_size": {"int": [16.5, 64]}}, "int takes two integers"),

@@ -107,8 +107,8 @@ def test_a_copy_from_before_the_handover_is_set_aside_on_its_node(s3, tmp_path):
 def test_a_round_a_killed_tune_left_midway_is_finished_once(s3, tmp_path):  # noqa: F811
     """Killed after the recipient's index went: the round kept in the study is finished by
     the next tune, and finishing it again changes nothing."""
+    from tfyard.runfiles.place import StudyPlace
     from tfyard.tune.pbt import PAUSE, ROUND, SCHEDULE, Population
-    from tfyard.tune.place import StudyPlace
     from tfyard.tune.space import Param
 
     optuna = pytest.importorskip("optuna")

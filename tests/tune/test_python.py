@@ -38,8 +38,13 @@ def test_model_data_and_options_become_the_trials_flags():
 
 @pytest.mark.parametrize("settings, words", [
     ({"mode": "maximize"}, "--mode maximize: give one of max, min"),
-    ({"trials": 0}, "--trials 0: give a positive integer"),
-    ({"trials": 2.5}, "--trials 2.5: give a positive integer"),
+    ({"trials": 0}, "--trials 0: 0 must be a positive integer"),
+    ({"trials": 2.5}, "--trials 2.5: give an integer"),
+    ({"trials": True}, "--trials True: give an integer"),
+    ({"metric": None}, "--metric is required (in Python, metric=...)"),
+    ({"min_resource": 1}, "--min_resource is for --scheduler median or asha, not none"),
+    ({"scheduler": "asha", "min_resource": 1}, "--min_resource 1 is past the trials' whole "
+     "budget of 1 epochs; give less than 1 (epochs)"),
     ({"sampler": "cmaes"}, "--sampler cmaes: give one of tpe, random, grid"),
     ({"learnig_rate": 0.1}, "tfyard.tune: unknown option(s) learnig_rate"),
     ({"model": lambda num_classes, input_shape: None}, "lambda or nested function"),

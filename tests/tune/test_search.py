@@ -114,7 +114,8 @@ def test_a_grid_runs_each_choice_once(tmp_path):
 
 def test_a_pruned_trial_stops_early_and_is_marked(tmp_path, monkeypatch):
     monkeypatch.setenv("STAND_IN_STEP_S", "0.15")
-    summary = tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random", trials=5))
+    summary = tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random",
+                          "--min_resource", 0.1, trials=5))   # rungs at evaluations 1, 3, 9
     study = optuna.load_study(study_name="study",
                               storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
@@ -131,7 +132,8 @@ def test_a_pruned_trial_is_reported_with_the_figure_it_was_pruned_at(tmp_path, m
     """Reports written after the one that pruned (before the SIGTERM lands) change
     nothing: the line and Optuna's value are the pruning evaluation's."""
     monkeypatch.setenv("STAND_IN_STEP_S", "0.03")   # several reports between two reads
-    tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random", trials=9))
+    tune(*_argv(tmp_path, "--scheduler", "asha", "--sampler", "random", "--min_resource", 0.1,
+                trials=9))
     study = optuna.load_study(study_name="study",
                               storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
     lines = [line for line in capsys.readouterr().out.splitlines() if " pruned at " in line]

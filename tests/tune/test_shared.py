@@ -14,8 +14,8 @@ import pytest
 from tests.tune import postgres
 from tests.tune.conftest import TUNE_CODE, eval_records, tune, write_space
 from tfyard.errors import UserError
+from tfyard.runfiles.place import StudyPlace
 from tfyard.tune import study as studies
-from tfyard.tune.place import StudyPlace
 from tfyard.tune.search import _ask
 
 optuna = pytest.importorskip("optuna")
@@ -84,7 +84,7 @@ def test_a_trial_asked_past_the_studys_count_is_surplus_and_never_run(tmp_path, 
     assert "trial 2 not run: the study has its 2 trials" in capsys.readouterr().out
     study.tell(second, 0.7)
     summary = studies.write_summary(study, StudyPlace(str(tmp_path)), "sqlite:///x.db",
-                                    "validation/top1")
+                                    "validation/top1", {})
     assert summary["trials"]["complete"] == 2 and summary["trials"]["surplus"] == 1
     assert summary["trials"]["fail"] == 0 and summary["best_trial"]["number"] == 1
     assert (tmp_path / "trials.csv").read_text().splitlines()[3].startswith("2,surplus,")

@@ -1,8 +1,9 @@
 """Options declared once, as dataclass fields that carry their flag metadata: `opt` declares
 a field, `add_field_arguments` makes the argparse flags from the fields and `command_line`
 gives the flags back; the value checks convert and validate a flag's text or a field's
-value. Nothing here knows what an option means (`train.options` declares tfyard's), and
-nothing of tfyard is imported, so every layer may use it.
+value, and `Checked` runs them when the dataclass is built in Python. Nothing here knows
+what an option means (`train.options` declares train's, `tune.settings` tune's), and
+nothing of tfyard but its errors is imported, so every layer may use it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import field, fields
+
+from tfyard.errors import UserError
 
 # --- value checks: each takes a parsed value and returns it, or raises ValueError ---------
 
@@ -54,19 +57,48 @@ def flag_type(check: Callable) -> Callable:
 
 def opt(default=None, *aliases: str, help: str | None = None, check: Callable | None = None,
         choices: Iterable[str] | None = None, group: str = "optimisation",
-        negate: tuple[str, ...] = (), platform_flag: bool = False, factory=None):
+        negate: tuple[str, ...] = (), platform_flag: bool = False, factory=None,
+        required: bool = False, metavar: str | None = None):
     """A field with its flag metadata.
 
     aliases: other spellings (classic ones included); check: converts and validates a
     value (argparse and the constructor both use it); negate: spellings that store False
-    for a boolean; platform_flag: declared by `tfyard.platform` (the platform contract).
+    for a boolean; platform_flag: declared by `tfyard.platform` (the platform contract);
+    required: the flag must be given (and the field, in Python).
     """
     meta = {"aliases": aliases, "help": help, "check": check, "group": group,
             "choices": tuple(choices) if choices else None, "negate": negate,
-            "platform": platform_flag}
+            "platform": platform_flag, "required": required, "metavar": metavar}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+class Checked:
+    """A dataclass of `opt` fields built in Python is checked as its flags are: each field's
+    `check` converts and validates it, its choices and its being given are enforced (one
+    UserError line naming the flag)."""
+
+    def __post_init__(self):
+        for f in fields(self):
+            value, meta = getattr(self, f.name), f.metadata
+            if value is None:
+                if meta["required"]:
+                    raise UserError(f"--{f.name} is required (in Python, {f.name}=...)")
+                continue
+            if meta["choices"] and value not in meta["choices"]:
+                raise UserError(f"--{f.name} {value}: give one of {', '.join(meta['choices'])}")
+            if meta["check"] is None:
+                continue
+            try:
+                checked = meta["check"](value)
+            except (ValueError, TypeError) as exc:
+                raise UserError(f"--{f.name} {value!r}: {exc}") from None
+            if isinstance(value, (int, float)) and (
+                    checked != value or isinstance(value, bool) != isinstance(checked, bool)):
+                kind = "an integer" if isinstance(checked, int) else "a number"
+                raise UserError(f"--{f.name} {value!r}: give {kind}")
+            object.__setattr__(self, f.name, checked)
 
 
 def command_line(options, names: Iterable[str] | None = None) -> list[str]:
@@ -122,6 +154,7 @@ def add_field_arguments(parser, declared: type, names: Iterable[str] | None = No
                                    help=f"turn --{f.name} off")
             continue
         group.add_argument(*spellings, dest=f.name, default=default, help=help_text,
-                           choices=meta["choices"],
+                           choices=meta["choices"], required=meta["required"],
+                           metavar=meta["metavar"],
                            type=flag_type(meta["check"]) if meta["check"] else None)
     return parser

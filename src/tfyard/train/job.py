@@ -292,6 +292,7 @@ def run_record(prepared: Prepared) -> dict:
             "preprocessing": task.preprocessing and task.preprocessing.to_dict(),
             "total_steps": numbers.total_steps,
             "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
+            "warmup_steps": numbers.warmup_steps,
             "per_replica_batch": numbers.per_replica_batch, "init": prepared.init,
             **run_shape(prepared)}
 

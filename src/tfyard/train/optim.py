@@ -46,7 +46,7 @@ def make_schedule(numbers: Resolved) -> WarmupSchedule:
     return WarmupSchedule(
         peak=numbers.learning_rate,
         total_steps=numbers.total_steps,
-        warmup_steps=int(numbers.warmup_epochs * per_epoch),
+        warmup_steps=numbers.warmup_steps,
         boundaries=tuple(int(e * per_epoch) for e in numbers.decay_epochs),
         kind=numbers.lr_schedule,
     )

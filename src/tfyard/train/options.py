@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from tfyard import platform
 from tfyard.distribute.strategy import STRATEGIES
 from tfyard.dtypes import DTYPES
-from tfyard.errors import UserError
 from tfyard.flags import Parser
 from tfyard.flags.declared import (
+    Checked,
     add_field_arguments,
     command_line,
     fraction,
@@ -78,22 +78,8 @@ START = "start from trained weights (fine-tune)"
 TRACK = "experiment tracking (MLflow; tfyard[mlflow])"
 
 
-class _Checked:
-    """Each field's `check` converts and validates it on construction (a UserError)."""
-
-    def __post_init__(self):
-        for f in fields(self):
-            value, check = getattr(self, f.name), f.metadata["check"]
-            if value is None or check is None:
-                continue
-            try:
-                object.__setattr__(self, f.name, check(value))
-            except (ValueError, TypeError) as exc:
-                raise UserError(f"--{f.name} {value!r}: {exc}") from None
-
-
 @dataclass(frozen=True)
-class RunOptions(_Checked):
+class RunOptions(Checked):
     """What every run has, whatever it trains: the model and data it names, the platform,
     steps and batch, cadence, strategy, seed, dtype, XLA, checkpoints and output."""
 
@@ -203,7 +189,7 @@ class RunOptions(_Checked):
 
 
 @dataclass(frozen=True)
-class RecipeOptions(_Checked):
+class RecipeOptions(Checked):
     """tfyard's optimisation recipe, for a model that is not compiled (a compiled model
     trains with its own optimizer); None takes the model family's published value."""
 
@@ -221,7 +207,7 @@ class RecipeOptions(_Checked):
 
 
 @dataclass(frozen=True)
-class ClassificationOptions(_Checked):
+class ClassificationOptions(Checked):
     """Image classification: the registry datasets' image and label fields, the
     recipe's loss (label smoothing) and the registry ResNets' initialisation."""
 

@@ -1,112 +1,75 @@
 """A tune command checked whole before any trial: every refusal of `tfyard tune` and of
-`tfyard.tune(...)` is here, one line each, so both say the same and a typo costs no training.
-Both doors call `search` with the same settings; the CLI's argparse has checked its flags'
-types already, the Python door's values are checked here again."""
+`tfyard.tune(...)` is here or in `tune.settings`' declaration, one line each, so both say
+the same and a typo costs no training. Both doors build the same `TuneSettings` and call
+`search` with them."""
 
 from __future__ import annotations
 
 import os
 
 from tfyard.errors import UserError
-from tfyard.flags.declared import nonnegative_int, positive_float, positive_int
 from tfyard.train.options import add_train_arguments, options_from_args
 from tfyard.tune import onray
+from tfyard.tune.settings import TuneSettings
 from tfyard.tune.space import RefusingParser
-from tfyard.tune.study import SAMPLERS, SCHEDULERS
 
 EVALUATIONS = 10   # a trial's evaluations, the pruner's rungs
-MODES = ("max", "min")
-# tune's own settings, by the names of its flags; everything else is a train option
-SETTINGS = ("space", "metric", "mode", "trials", "output_dir", "parallel", "sampler",
-            "scheduler", "pbt_interval", "storage", "study_name", "seed", "timeout",
-            "max_failures", "on", "address", "workers", "cpus_per_member", "gpus_per_member")
 
 
-def search(space, metric: str, mode: str, trials: int, output_dir: str, *, parallel: int = 1,
-           sampler: str = "tpe", scheduler: str = "none", pbt_interval: int | None = None,
-           storage: str | None = None, study_name: str | None = None, seed: int | None = None,
-           timeout: float | None = None, max_failures: int = 2, on: str = "local",
-           address: str | None = None, workers: int = 1, cpus_per_member: float = 1.0,
-           gpus_per_member: float = 0.0, train_argv=()):
-    """The checked search: `space` a mapping or a YAML/JSON file, the rest as `tfyard tune`'s
-    flags of the same names, `train_argv` the `tfyard train` flags every trial shares."""
+def search(settings: TuneSettings, train_argv=()):
+    """The checked search: `settings` tune's own (checked as they were built), `train_argv`
+    the `tfyard train` flags every trial shares."""
     from tfyard import tracking
     from tfyard.runfiles.files import LocalFiles
+    from tfyard.runfiles.place import StudyPlace
     from tfyard.storage import in_bucket, require_writable
     from tfyard.tune import study as studies
-    from tfyard.tune.place import StudyPlace
     from tfyard.tune.search import Search
     from tfyard.tune.space import option_argv, read_space
 
-    _check_settings(mode=mode, trials=trials, parallel=parallel, sampler=sampler,
-                    scheduler=scheduler, pbt_interval=pbt_interval, seed=seed,
-                    timeout=timeout, max_failures=max_failures, on=on, workers=workers)
-    measured = studies.metric(metric)
-    ray = onray.check(on, address, workers, cpus_per_member, gpus_per_member)
+    s = settings
+    measured = studies.metric(s.metric)
+    ray = onray.check(s.on, s.address, s.workers, s.cpus_per_member, s.gpus_per_member)
     train_argv = [str(flag) for flag in train_argv]
     shared, given = _train_options(train_argv)
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                 shared.mlflow_optional)
-    if in_bucket(output_dir, "--output_dir"):
-        _check_bucket(storage)
-    params = read_space(space)
+    if in_bucket(s.output_dir, "--output_dir"):
+        _check_bucket(s.storage)
+    params = read_space(s.space)
     both = sorted(given.keys() & {p.name for p in params})
     if both:
         raise UserError(f"{', '.join(both)}: both in --space and on the command line; keep one")
     searched = {p.name for p in params if p.kind}
-    if sampler == "grid" and any(p.kind not in (None, "choice") for p in params):
+    if s.sampler == "grid" and any(p.kind not in (None, "choice") for p in params):
         wrong = next(p for p in params if p.kind not in (None, "choice"))
         raise UserError(f"--sampler grid takes choice entries only; {wrong.name} is "
                         f"{wrong.kind}: give it as {{choice: [...]}} or pick tpe or random")
-    _check_pbt(scheduler, pbt_interval, params, trials, parallel)
+    _check_pbt(s.scheduler, s.pbt_interval, params, s.trials, s.parallel)
     fixed = {p.name: p.values[0] for p in params if not p.kind}
     evaluations, budget, length = _cadence(shared, fixed, searched, given)
+    _check_min_resource(s, evaluations, budget, length)
     studies.import_optuna()
-    place = StudyPlace(output_dir)
+    place = StudyPlace(s.output_dir)
     if place.url:   # the one check that asks the store: after every check that does not
-        require_writable(output_dir, "--output_dir")
-    threads, gpus = _split(parallel, shared.num_gpus) if ray is None else (ray.threads, ())
+        require_writable(s.output_dir, "--output_dir")
+    threads, gpus = _split(s.parallel, shared.num_gpus) if ray is None else (ray.threads, ())
     checked = Search(
-        space=params, metric=measured, direction="maximize" if mode == "max" else "minimize",
-        trials=trials, output_dir=output_dir, train_argv=train_argv,
-        storage=storage or studies.default_storage(output_dir),
-        study_name=study_name or place.name,
-        parallel=parallel, threads=threads, gpus=gpus, sampler=sampler, scheduler=scheduler,
-        seed=seed, timeout=timeout, max_failures=max_failures,
-        tracking=tracked,
-        fixed_argv=option_argv(fixed), evaluations=evaluations, budget=budget, length=length,
-        pbt_interval=pbt_interval, ray=ray, shared=given)
+        space=params, metric=measured, direction="maximize" if s.mode == "max" else "minimize",
+        trials=s.trials, output_dir=s.output_dir, train_argv=train_argv,
+        storage=s.storage or studies.default_storage(s.output_dir),
+        study_name=s.study_name or place.name,
+        parallel=s.parallel, threads=threads, gpus=gpus, sampler=s.sampler,
+        scheduler=s.scheduler, seed=s.seed, timeout=s.timeout, max_failures=s.max_failures,
+        tracking=tracked, fixed_argv=option_argv(fixed), evaluations=evaluations,
+        budget=budget, length=length, min_resource=s.min_resource,
+        pbt_interval=s.pbt_interval, ray=ray, shared=given, settings=s.recorded())
     studies.refuse_another_identity(
-        checked.storage, None if storage else place.home.database, checked.study_name,
+        checked.storage, None if s.storage else place.home.database, checked.study_name,
         checked.identity())
     LocalFiles().make_directory(place.home.root)   # nothing is written before this point
     studies.open_storage(checked.storage)
     return checked
-
-
-def _check_settings(**settings) -> None:
-    """Each setting as its flag's type and choices check it (for the Python door: argparse
-    has done it on the command line)."""
-    for name, choices in (("mode", MODES), ("sampler", SAMPLERS), ("scheduler", SCHEDULERS),
-                          ("on", onray.PLACES)):
-        if settings[name] not in choices:
-            raise UserError(f"--{name} {settings[name]}: give one of {', '.join(choices)}")
-    rules = {"trials": (positive_int, "a positive integer"),
-             "parallel": (positive_int, "a positive integer"),
-             "workers": (positive_int, "a positive integer"),
-             "max_failures": (nonnegative_int, "an integer >= 0"),
-             "pbt_interval": (positive_int, "a positive integer"),
-             "seed": (int, "an integer"), "timeout": (positive_float, "seconds > 0")}
-    for name, (check, rule) in rules.items():
-        value = settings[name]
-        if value is None and name in ("pbt_interval", "seed", "timeout"):
-            continue
-        try:
-            right = not isinstance(value, bool) and check(str(value)) == value
-        except ValueError:
-            right = False
-        if not right:
-            raise UserError(f"--{name} {value!r}: give {rule}")
 
 
 def _check_bucket(storage: str | None) -> None:
@@ -115,6 +78,21 @@ def _check_bucket(storage: str | None) -> None:
     if not storage:
         raise UserError("--output_dir in a bucket needs --storage URL (a database the study "
                         "can share; SQLite cannot live in a bucket)")
+
+
+def _check_min_resource(settings: TuneSettings, evaluations: int, budget: str,
+                        length: float | None) -> None:
+    """--min_resource with a pruner that has rungs, inside the trials' budget."""
+    given = settings.min_resource
+    if given is None:
+        return
+    if settings.scheduler not in ("median", "asha"):
+        raise UserError(f"--min_resource is for --scheduler median or asha, not "
+                        f"{settings.scheduler}; drop it")
+    unit = "epochs" if budget == "epochs" else "steps"
+    if evaluations and length is not None and given >= length:
+        raise UserError(f"--min_resource {given:g} is past the trials' whole budget of "
+                        f"{length:g} {unit}; give less than {length:g} ({unit})")
 
 
 def _check_pbt(scheduler: str, interval: int | None, space, trials: int,
@@ -212,7 +190,7 @@ def trial_argv(model, data, options: dict) -> list[str]:
     if unknown:
         raise UserError(f"tfyard.tune: unknown option(s) {', '.join(unknown)}; the options "
                         "are those of `tfyard train --help` by their Python names, and "
-                        f"tune's own: {', '.join(SETTINGS)}")
+                        f"tune's own: {', '.join(sorted(TuneSettings.names()))}")
     for name, value in (("model", model), ("dataset", data)):
         if callable(value):
             value = reference_of(value)

@@ -94,7 +94,7 @@ def scheduled(trial, entry: dict) -> list[dict]:
 
 class Population:
     """The PBT rounds of one study: where the population stops next, and what each trial
-    does between two intervals. `place` is the study's (`tune.place.StudyPlace`), `storage`
+    does between two intervals. `place` is the study's (`runfiles.place.StudyPlace`), `storage`
     the Optuna storage object it lives in."""
 
     def __init__(self, space, interval: int, maximize: bool, seed: int | None, place,

@@ -24,13 +24,14 @@ from tfyard.launch.supervise import (
 )
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import LOGS
+from tfyard.runfiles.place import StudyPlace
 from tfyard.tracking import Settings
+from tfyard.tracking.study import StudyRuns
 from tfyard.tune import pbt
 from tfyard.tune import study as studies
 from tfyard.tune.onray import RayTrials
-from tfyard.tune.place import StudyPlace
+from tfyard.tune.rungs import Rungs
 from tfyard.tune.space import Param, option_argv
-from tfyard.tune.tracked import StudyRuns
 from tfyard.tune.trial import TRAIN, RunningTrial, trial_processes  # TRAIN: tests' stand-in
 
 DEVICES = "cuda_visible_devices"   # a trial's user attribute: the GPUs it was given
@@ -63,9 +64,11 @@ class Search:
     evaluations: int = 0            # evaluations a trial makes (0: its own --eval_every_*)
     budget: str = "epochs"          # what a trial's length is in: "epochs" or "train_steps"
     length: float | None = None     # a trial's length unless the space searches it
+    min_resource: float | None = None   # the first rung, in the budget's unit (`tune.rungs`)
     pbt_interval: int | None = None  # --scheduler pbt: steps between exploit/explore rounds
     ray: RayTrials | None = None    # --on ray: each trial a `launch ray` on that cluster
     shared: dict = field(default_factory=dict)   # the train options every trial shares, given
+    settings: dict = field(default_factory=dict)   # tune's own, as tune.json records them
 
     def identity(self) -> dict:
         """What the study searches: fixed when it is created (its user attribute
@@ -74,7 +77,7 @@ class Search:
                  for p in self.space}
         return {"metric": self.metric.name, "direction": self.direction,
                 "space": json.dumps(space, sort_keys=True), "sampler": self.sampler,
-                "scheduler": self.scheduler,
+                "scheduler": self.scheduler, "min_resource": self.min_resource,
                 "train": json.dumps(self.shared, sort_keys=True, default=str)}
 
     def place(self) -> StudyPlace:
@@ -111,10 +114,11 @@ def _study(search: Search, processes: ForkServer) -> dict:
     study = optuna.create_study(
         storage=storage, study_name=search.study_name,
         direction=search.direction, load_if_exists=True,
-        pruner=studies.pruner(search.scheduler, search.evaluations),
         sampler=studies.sampler(search.sampler, search.seed, search.grid()))
     if not study.user_attrs.get(studies.IDENTITY):   # new, or made by an earlier tfyard
         study.set_user_attr(studies.IDENTITY, search.identity())
+    rungs = Rungs(search.scheduler, search.evaluations, search.budget, search.min_resource)
+    rungs.open(study)
     place = search.place()
     directory = place.home   # the logs, and the summary before a bucket's upload
     runs = StudyRuns.start(search.tracking, study, directory.root, _described(search))
@@ -155,11 +159,11 @@ def _study(search: Search, processes: ForkServer) -> dict:
                         break   # the study is full: another tune asked at the same moment
                     busy += resumed is None
                     trial = _start(search, study, storage, asked, resumed, runs, population,
-                                   processes, [t.devices for t in running.values()])
+                                   processes, [t.devices for t in running.values()], rungs)
                     running[trial.number] = trial
             if ended:   # once the next trials have started: they need not wait for it
                 plot = time.monotonic() - plotted >= PLOT_S
-                studies.write_summary(study, place, search.storage, search.metric.name, plot)
+                _summary(search, study, place, plot)
                 ended = False
                 if plot:
                     plotted = time.monotonic()
@@ -184,7 +188,7 @@ def _study(search: Search, processes: ForkServer) -> dict:
         for trial in running.values():
             trial.wait()
         place.publish(*(trial.log_path for trial in running.values()))
-        studies.write_summary(study, place, search.storage, search.metric.name)
+        _summary(search, study, place)
         if runs:
             runs.close(directory.root, "KILLED")   # a rerun continues it
         print(f"tune: stopped; {len(running)} running trial(s) saved a checkpoint and "
@@ -192,7 +196,7 @@ def _study(search: Search, processes: ForkServer) -> dict:
         raise SystemExit(128 + stop.signum) from None
     finally:
         restore_handlers(previous)
-    summary = studies.write_summary(study, place, search.storage, search.metric.name)
+    summary = _summary(search, study, place)
     if runs:
         runs.close(directory.root, "FAILED" if failures > search.max_failures else "FINISHED")
     if failures > search.max_failures:
@@ -200,6 +204,11 @@ def _study(search: Search, processes: ForkServer) -> dict:
                         f"{search.max_failures}; see {directory.logs}, "
                         "fix the cause and rerun the same command to go on")
     return summary
+
+
+def _summary(search: Search, study, place: StudyPlace, plot: bool = True) -> dict:
+    return studies.write_summary(study, place, search.storage, search.metric.name,
+                                 search.settings, plot)
 
 
 def _described(search: Search) -> dict:
@@ -247,7 +256,7 @@ def _ask(study, states, wanted: int):
 
 def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
            population: pbt.Population | None, processes: ForkServer,
-           busy: list[str | None]) -> RunningTrial:
+           busy: list[str | None], rungs: Rungs) -> RunningTrial:
     """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
     a PBT trial going on after its interval) with its own params, started as a process of
     `processes` on its GPUs (`busy`: those of the trials running); `left` is reopened
@@ -294,7 +303,7 @@ def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
     gpus = None if devices is None else {"CUDA_VISIBLE_DEVICES": devices,
                                          "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     return RunningTrial(trial, reports, processes.process(command, gpus), log_path,
-                        search.metric, reported, every, devices)
+                        search.metric, rungs, reported, every, devices)
 
 
 def _devices(search: Search, recorded: str | None, busy: list[str | None]) -> str | None:

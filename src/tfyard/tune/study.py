@@ -20,7 +20,6 @@ from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import redacted, scrubbed
 
-SAMPLERS = ("tpe", "random", "grid")
 # Tunes started at once on a new database race to create Optuna's tables: the loser's
 # "table ... already exists", or its duplicate stamp of the schema's version, is retried,
 # when the tables are there to open.
@@ -34,7 +33,6 @@ IDENTITY = "tfyard.identity"
 # How a command gives each part of the identity.
 IDENTITY_FLAGS = {"metric": "--metric", "direction": "--mode", "space": "--space",
                   "sampler": "--sampler", "scheduler": "--scheduler"}
-SCHEDULERS = ("none", "median", "asha", "pbt")
 # The figures a run reports (metrics.jsonl): a metric is KIND/NAME, KIND a report's source.
 METRICS = {"validation": ("eval", ("loss", "top1", "top5")),
            "train": ("train", ("loss", "top1", "top5"))}
@@ -176,27 +174,12 @@ def sampler(name: str, seed: int | None, grid: dict | None):
     return samplers.TPESampler(seed=seed)
 
 
-def pruner(name: str, evaluations: int = 0):
-    """`median`: below the median of earlier trials at the same step; `asha`: successive
-    halving (asynchronous); `none` and `pbt` (which replaces the worst trials' weights
-    instead, `tune.pbt`): every trial runs to its end.
-
-    With tune's `evaluations` a trial (reported at their numbers, `tune.trial`), halving's
-    rungs are evaluations 1, 3 and 9, a third going on from each. Optuna's default learns
-    its first rung only when a trial ends (1 % of its steps): every trial until then runs
-    unpruned, and those running at that moment enter all rungs at once with a late figure,
-    which each later trial's first evaluation must then beat."""
-    pruners = import_optuna().pruners
-    if name == "asha" and evaluations:
-        return pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
-    return {"none": pruners.NopPruner, "median": pruners.MedianPruner,
-            "asha": pruners.SuccessiveHalvingPruner, "pbt": pruners.NopPruner}[name]()
-
-
-def write_summary(study, place, storage: str, metric_name: str, plot: bool = True) -> dict:
+def write_summary(study, place, storage: str, metric_name: str, settings: dict,
+                  plot: bool = True) -> dict:
     """tune.json, trials.csv and (with `plot`) tune.png as the study stands now, in the
-    study's `place` (a `tune.place.StudyPlace`: written in its home, uploaded when it is a
-    bucket); returns tune.json's content."""
+    study's `place` (a `runfiles.place.StudyPlace`: written in its home, uploaded when it is a
+    bucket); returns tune.json's content, `settings` (tune's own, `TuneSettings.recorded`)
+    among it."""
     from tfyard.tune.plot import plot_study
 
     states = import_optuna().trial.TrialState
@@ -214,6 +197,7 @@ def write_summary(study, place, storage: str, metric_name: str, plot: bool = Tru
         "best_value": best.value if best else None,
         "trials": {state: sum(_state(t) == state for t in trials)
                    for state in [s.name.lower() for s in states] + ["surplus"]},
+        "settings": settings,
     }
     directory = place.home
     with replacing_file(directory.summary) as stream:

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 
 from tfyard.launch.forked import ForkServer
 from tfyard.launch.local import pump, signal_group
-from tfyard.runfiles.layout import METRICS, REPORTS, RunDirectory
+from tfyard.runfiles.layout import METRICS, REPORTS, RUN_FILE, RunDirectory
 from tfyard.storage import in_bucket, read_object
+from tfyard.tune.rungs import Rungs
 from tfyard.tune.study import Metric
 
 TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs
@@ -48,9 +49,10 @@ class RunningTrial:
     `run_dir`; its output goes to `log_path`, whose last lines name a failure."""
 
     def __init__(self, trial, run_dir: str, proc: subprocess.Popen,
-                 log_path: str, metric: Metric, reported: Sequence[int] = (),
+                 log_path: str, metric: Metric, rungs: Rungs, reported: Sequence[int] = (),
                  every: tuple[str, float] | None = None, devices: str | None = None):
         self.trial, self.run_dir, self.log_path, self.metric = trial, run_dir, log_path, metric
+        self.rungs = rungs
         self.every, self.devices = every, devices   # every: ("epochs" or "train_steps", N)
         self.reported = set(reported)   # Optuna steps a resumed trial reported before
         self.value: float | None = None
@@ -86,7 +88,9 @@ class RunningTrial:
                 self.reported.add(step)
                 self.step = int(record["step"])
                 self.trial.report(value, step)
-                if not ended and self.trial.should_prune():
+                if not ended and self.rungs.ready(self.trial.study, record, self._warmup,
+                                                  self.every) \
+                        and self.trial.should_prune():
                     self.pruned = True
                     self.stop()
         if self._term_at is not None and time.monotonic() - self._term_at > GRACE_S:
@@ -104,6 +108,20 @@ class RunningTrial:
             unit, every = self.every
             return max(1, round(record["epoch" if unit == "epochs" else "step"] / every))
         return int(record["step"])
+
+    def _warmup(self) -> int:
+        """The run's learning-rate warm-up in steps, from its run.json (0 where it has none:
+        another command than train)."""
+        if in_bucket(self.run_dir, FLAG):
+            data = read_object(f"{self.run_dir}/{RUN_FILE}", FLAG) or b""
+        else:
+            run = RunDirectory(self.run_dir)
+            data = run.files.read_from(run.run_file, 0) if run.files.has(run.run_file) else b""
+        lines = data.strip().splitlines()
+        try:
+            return int(json.loads(lines[-1]).get("warmup_steps") or 0) if lines else 0
+        except ValueError:
+            return 0
 
     def stop(self) -> None:
         """Ask the run to save and exit (SIGTERM to its group); SIGKILL after GRACE_S."""

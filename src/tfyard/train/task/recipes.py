@@ -48,3 +48,7 @@ class Resolved:
     weight_decay: float
     steps_per_epoch: int
     total_steps: int
+
+    @property
+    def warmup_steps(self) -> int:
+        return int(self.warmup_epochs * self.steps_per_epoch)
