@@ -71,3 +71,25 @@ def test_the_worst_trial_goes_on_from_the_best_ones_checkpoint(tmp_path, killed)
         schedule = trial.user_attrs.get("pbt_schedule")
         assert schedule is None or json.loads(open(f"{run}/pbt.json").read()) == schedule
         assert [r["step"] for r in eval_records(run)] == list(range(10, 101, 10))
+
+
+def test_a_killed_seeded_population_follows_the_unbroken_schedule(tmp_path, monkeypatch):
+    """With --seed, PBT SIGKILLed mid-interval and rerun draws the same values, donors and
+    perturbations as the same study run unbroken; tune.json's best_params are the values in
+    force when the best trial ended, not its first draw."""
+    def run(where, kill: bool):
+        where.mkdir()
+        monkeypatch.chdir(where)   # the same --output_dir as given: `study`, in each
+        argv = _population(where)
+        argv[argv.index("--output_dir") + 1] = "study"
+        if kill:
+            killed_while_training(where, argv, signal.SIGKILL, reports=6)
+        summary = tune(*argv)
+        study = optuna.load_study(study_name="study", storage=summary["storage"])
+        best = study.trials[summary["best_trial"]["number"]]
+        schedule = best.user_attrs.get("pbt_schedule")
+        assert summary["best_params"] == (schedule[-1]["params"] if schedule else best.params)
+        return summary["best_params"], [(t.params, t.user_attrs.get("pbt_schedule"), t.value)
+                                        for t in study.trials]
+
+    assert run(tmp_path / "unbroken", False) == run(tmp_path / "killed", True)

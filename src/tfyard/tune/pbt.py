@@ -23,11 +23,10 @@ import random
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
 from tfyard.tune import handover
-from tfyard.tune.study import derived_seed, reopened
+from tfyard.tune.study import SCHEDULE, derived_seed, reopened, values_now
 
 PERTURBED = ("learning_rate", "weight_decay", "momentum", "label_smoothing")
 FACTORS = (0.8, 1.2)
-SCHEDULE = "pbt_schedule"   # a trial's user attribute: [{"step", "donor", "params"}]
 PAUSE = "pbt_pause"         # the study's user attribute: the step the population stops at
 ROUND = "pbt_round"         # the study's: the round being handed over, kept before it starts
 
@@ -67,12 +66,6 @@ def explore(params: dict, space, rng: random.Random) -> dict:
         value = min(hi, max(lo, params[name] * rng.choice(FACTORS)))
         moved[name] = round(value) if param.kind == "int" else value
     return moved
-
-
-def values_now(trial) -> dict:
-    """A population trial's values now: its schedule's last, else the sampler's."""
-    schedule = trial.user_attrs.get(SCHEDULE) or []
-    return schedule[-1]["params"] if schedule else dict(trial.params)
 
 
 def hand_over(donor: str, recipient: str) -> None:

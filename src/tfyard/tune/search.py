@@ -271,7 +271,7 @@ def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
         reported, verb = (), "started"
     else:
         trial = studies.reopened(study, storage, left.number)
-        params = pbt.values_now(left) if population else left.params
+        params = studies.values_now(left) if population else left.params
         run_dir = left.user_attrs["run_dir"]
         devices = _devices(search, left.user_attrs.get(DEVICES), busy)
         reported, verb = left.intermediate_values, "resumed"

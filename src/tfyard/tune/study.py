@@ -30,6 +30,8 @@ RACES = ("already exists", "UNIQUE constraint failed: alembic_version")
 SURPLUS = "tfyard.surplus"
 # A study's user attribute: what it searches (`search.Search.identity`), set at its creation.
 IDENTITY = "tfyard.identity"
+# A PBT trial's user attribute: its values and donors, interval by interval.
+SCHEDULE = "pbt_schedule"   # [{"step", "donor", "params"}]
 # How a command gives each part of the identity.
 IDENTITY_FLAGS = {"metric": "--metric", "direction": "--mode", "space": "--space",
                   "sampler": "--sampler", "scheduler": "--scheduler"}
@@ -193,7 +195,7 @@ def write_summary(study, place, storage: str, metric_name: str, settings: dict,
         "ties": "the earlier trial is the best",
         "best_trial": {"number": best.number, "run_dir": best.user_attrs.get("run_dir")}
         if best else None,
-        "best_params": best.params if best else None,
+        "best_params": values_now(best) if best else None,   # PBT's: those in force at its end
         "best_value": best.value if best else None,
         "trials": {state: sum(_state(t) == state for t in trials)
                    for state in [s.name.lower() for s in states] + ["surplus"]},
@@ -219,6 +221,12 @@ def write_summary(study, place, storage: str, metric_name: str, settings: dict,
         drawn = (directory.plot,)
     place.publish(directory.summary, directory.table, *drawn)
     return summary
+
+
+def values_now(trial) -> dict:
+    """A trial's values now: a PBT trial's schedule's last, else the sampler's."""
+    schedule = trial.user_attrs.get(SCHEDULE) or []
+    return schedule[-1]["params"] if schedule else dict(trial.params)
 
 
 def _state(trial) -> str:
