@@ -12,6 +12,16 @@ COLUMNS = 4   # panels a row
 
 def plot_study(trials, path: str, metric: str, maximize: bool) -> None:
     """Draw `trials` (Optuna FrozenTrials) into the PNG at `path`, replaced whole."""
+    from matplotlib import pyplot as plt
+
+    figure = drawn(trials, metric, maximize)
+    with replacing_file(path, "wb") as stream:
+        figure.savefig(stream, format="png", dpi=80)
+    plt.close(figure)
+
+
+def drawn(trials, metric: str, maximize: bool):
+    """The figure of `trials`: the history, then a panel a searched parameter."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,9 +41,7 @@ def plot_study(trials, path: str, metric: str, maximize: bool) -> None:
     for ax in axes[panels:]:
         ax.set_visible(False)
     figure.tight_layout()
-    with replacing_file(path, "wb") as stream:
-        figure.savefig(stream, format="png", dpi=80)
-    plt.close(figure)
+    return figure
 
 
 def _value(trial) -> float | None:
@@ -60,7 +68,10 @@ def _history(ax, points, metric: str, maximize: bool) -> None:
     for number, value in finished:
         best = value if best is None else (max if maximize else min)(best, value)
         line.append((number, best))
-    if line:
+    last = max((t.number for t, _ in points), default=None)
+    if line and last > line[-1][0]:   # the best so far holds to the last trial drawn
+        line.append((last, line[-1][1]))
+    if len(line) > 1:   # a lone point draws no line: no legend entry for it either
         ax.step(*zip(*line, strict=True), where="post", color="black", label="best")
     ax.set_title("optimization history")
     ax.set_xlabel("trial")
@@ -82,8 +93,20 @@ def _parameter(ax, name: str, points, metric: str) -> None:
     else:
         _scatter(ax, points, lambda t: t.params[name])
         if getattr(distribution, "log", False):
-            ax.set_xscale("log")
+            _log_axis(ax.xaxis)
     ax.set_title(name)
     ax.set_xlabel(name)
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
+
+
+def _log_axis(axis) -> None:
+    """A log axis labelled at 1, 2 and 5 of each decade, as plain numbers, and no label on
+    the minor ticks: matplotlib's default labels them too over a range shorter than a
+    decade, and they run into each other."""
+    from matplotlib import ticker
+
+    axis.axes.set_xscale("log")
+    axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
