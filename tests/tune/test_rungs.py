@@ -27,8 +27,8 @@ def test_by_default_asha_prunes_only_past_the_first_epoch(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert "tune: asha prunes from the first evaluation past a trial's first epoch and its " \
            "learning-rate warm-up" in out
-    assert "tune: asha's rungs at evaluation(s) 4 of 10 (step 120: past the first epoch " \
-           "(100 steps) and a warm-up of 0 steps)" in out
+    assert "tune: asha's rungs at evaluation(s) 4 of 10 (past the first epoch (100 steps) " \
+           "and a warm-up of 0 steps)" in out
     study = _study(tmp_path)
     assert study.user_attrs[FIRST_RUNG] == 4
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
@@ -42,8 +42,8 @@ def test_the_warm_up_moves_the_first_rung_and_a_rerun_keeps_it(tmp_path, monkeyp
     argv = _argv(tmp_path, "--scheduler", "median", "--epochs", 3, "--warmup_epochs", 2,
                  trials=7)
     tune(*argv)
-    assert "tune: median prunes from evaluation(s) 7 of 10 on (step 210: past the first " \
-           "epoch (100 steps) and a warm-up of 200 steps)" in capsys.readouterr().out
+    assert "tune: median prunes from evaluation(s) 7 of 10 on (past the first epoch (100 " \
+           "steps) and a warm-up of 200 steps)" in capsys.readouterr().out
     study = _study(tmp_path)
     assert all(max(t.intermediate_values) >= 7 for t in study.trials)
     argv[argv.index("--trials") + 1] = 8
@@ -54,9 +54,9 @@ def test_the_warm_up_moves_the_first_rung_and_a_rerun_keeps_it(tmp_path, monkeyp
 
 @pytest.mark.parametrize("budget, min_resource, warmup, first, why", [
     # 3 epochs of 46 steps, evaluations every 0.3 epochs (13.8 steps): past step 46
-    ("epochs", None, 0, 4, "step 55: past the first epoch (46 steps) and a warm-up of 0"),
-    ("epochs", 0.5, 0, 2, "step 28: past --min_resource 0.5 epochs"),
-    ("train_steps", 40, 0, 3, "step 41: past --min_resource 40 steps"),
+    ("epochs", None, 0, 4, "past the first epoch (46 steps) and a warm-up of 0"),
+    ("epochs", 0.5, 0, 2, "past --min_resource 0.5 epochs"),
+    ("train_steps", 40, 0, 3, "past --min_resource 40 steps"),
     # the first epoch ends past the whole budget: half of it
     ("epochs", None, 200, 5, "half the budget: it ends before the first rung past"),
 ])

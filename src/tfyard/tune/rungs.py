@@ -88,7 +88,7 @@ class Rungs:
         if first >= self.evaluations and not self.min_resource:
             first = self.evaluations // 2
             return first, f"half the budget: it ends before the first rung past {why}"
-        return first, f"step {first * spacing:.0f}: past {why}"
+        return first, f"past {why}"
 
     def _set(self, study, first: int, why: str) -> None:
         pruners = import_optuna().pruners
