@@ -90,3 +90,21 @@ def test_a_command_refused_for_another_reason_leaves_no_study(tmp_path):
     with pytest.raises(UserError, match="--parallel"):
         tune(*_argv(tmp_path, "--parallel", 10_000))
     assert not (tmp_path / "study").exists()
+
+
+def test_a_refused_mlflow_uri_is_one_line_and_leaves_no_study(tmp_path):
+    with pytest.raises(UserError) as refused:
+        tune(*_argv(tmp_path, "--mlflow_uri", "ftp://nowhere/mlflow"))
+    line = str(refused.value)
+    assert "\n" not in line and "MLflow takes no such URI" in line
+    assert not (tmp_path / "study").exists()
+
+
+def test_where_runs_are_tracked_is_not_what_the_study_searches(tmp_path, study):
+    """A rerun may log to another MLflow: the tracking options are left out of the
+    identity."""
+    tracked = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tune(*_argv(tmp_path, "--batch_size", 32, "--mlflow_uri", tracked))
+    recorded = optuna.load_study(study_name="study", storage=_storage(tmp_path)).user_attrs[
+        "tfyard.identity"]
+    assert json.loads(recorded["train"]) == {"batch_size": 32}

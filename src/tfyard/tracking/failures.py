@@ -33,6 +33,10 @@ TEXT_MAX = 200   # the most of a server's own message that is quoted
 def said(exc: BaseException) -> tuple[str, str]:
     """(what went wrong, what to check) for `exc`, raised by an MLflow client request."""
     chain = list(_chain(exc))
+    if any("Unsupported" in type(link).__name__ and "URI" in type(link).__name__
+           for link in chain):   # MLflow has no store for the scheme
+        return ("MLflow takes no such URI", f"{URI_HINT}: http(s)://HOST:PORT of a server, "
+                "a local path or file:DIR, or a database such as sqlite:///FILE")
     if _has(chain, ConnectionRefusedError):
         return "nothing answers there (connection refused)", RUNNING
     if _has(chain, socket.gaierror):

@@ -56,6 +56,32 @@ def client(settings: Settings):
     return MlflowClient(tracking_uri=settings.uri)
 
 
+def usable(settings: Settings | None) -> Settings | None:
+    """`settings` once one request has reached the server, before a command writes
+    anything; None when it cannot be used and the user chose to go on untracked (a warning),
+    otherwise that is a UserError."""
+    if settings is None:
+        return None
+    environ = environ_set({key: os.environ.get(key, value) for key, value in DEFAULTS.items()})
+    try:
+        client(settings).search_experiments(max_results=1)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - MLflow and its HTTP client raise many kinds
+        return _unusable(settings, exc)
+    finally:
+        environ_set(environ)
+    return settings
+
+
+def _unusable(settings: Settings, exc: BaseException) -> None:
+    """A server that cannot be used: a UserError, or with --mlflow_optional a warning."""
+    message = failure(settings, exc, "cannot be used")
+    if not settings.optional:
+        raise UserError(message + ", or pass --mlflow_optional to train untracked") from None
+    log.warning(f"tfyard: warning: {message}; training untracked (--mlflow_optional)")
+
+
 def failure(settings: Settings, exc: BaseException, doing: str) -> str:
     """One line for a request that failed: what, where, what to check; secrets taken out."""
     what, check = said(exc)
@@ -86,22 +112,17 @@ class Tracker:
         when `reopen`) or create one named `name`; log the `params` it lacks and queue the
         reports of `history` (metrics.jsonl) it lacks. None when the server cannot be used
         and the user chose to go on untracked; otherwise that is a UserError."""
-        mlflow = client(settings)
         environ = environ_set({key: os.environ.get(key, value) for key, value in DEFAULTS.items()})
         try:
+            mlflow = client(settings)   # a URI MLflow has no store for fails here
             run = _continued(mlflow, run_id, reopen) or created(mlflow, settings, name, tags)
             known = run.data.params
             log_params(mlflow, run.info.run_id,
                         {k: v for k, v in params.items() if k not in known})
             where = _where(mlflow, settings, run, continued=run.info.run_id == run_id)
         except Exception as exc:  # noqa: BLE001 - MLflow and its HTTP client raise many kinds
-            message = failure(settings, exc, "cannot be used")
             environ_set(environ)
-            if not settings.optional:
-                raise UserError(message + ", or pass --mlflow_optional to train untracked") \
-                    from None
-            log.warning(f"tfyard: warning: {message}; training untracked (--mlflow_optional)")
-            return None
+            return _unusable(settings, exc)
         except BaseException:
             environ_set(environ)
             raise

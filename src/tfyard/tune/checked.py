@@ -23,6 +23,7 @@ def search(settings: TuneSettings, train_argv=()):
     from tfyard.runfiles.files import LocalFiles
     from tfyard.runfiles.place import StudyPlace
     from tfyard.storage import in_bucket, require_writable
+    from tfyard.tracking.mlflow_run import usable
     from tfyard.tune import study as studies
     from tfyard.tune.search import Search
     from tfyard.tune.space import option_argv, read_space
@@ -51,8 +52,9 @@ def search(settings: TuneSettings, train_argv=()):
     _check_min_resource(s, evaluations, budget, length)
     studies.import_optuna()
     place = StudyPlace(s.output_dir)
-    if place.url:   # the one check that asks the store: after every check that does not
+    if place.url:   # the checks that ask a server: after every check that does not
         require_writable(s.output_dir, "--output_dir")
+    tracked = usable(tracked)
     threads, gpus = _split(s.parallel, shared.num_gpus) if ray is None else (ray.threads, ())
     checked = Search(
         space=params, metric=measured, direction="maximize" if s.mode == "max" else "minimize",

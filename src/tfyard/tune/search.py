@@ -11,7 +11,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from tfyard.errors import PAUSED_EXIT_CODE, UserError
 from tfyard.launch.forked import ForkServer
@@ -27,6 +27,7 @@ from tfyard.runfiles.layout import LOGS
 from tfyard.runfiles.place import StudyPlace
 from tfyard.tracking import Settings
 from tfyard.tracking.study import StudyRuns
+from tfyard.train.options import TRACK, TrainOptions
 from tfyard.tune import pbt
 from tfyard.tune import study as studies
 from tfyard.tune.onray import RayTrials
@@ -36,6 +37,8 @@ from tfyard.tune.trial import TRAIN, RunningTrial, trial_processes  # TRAIN: tes
 
 DEVICES = "cuda_visible_devices"   # a trial's user attribute: the GPUs it was given
 POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
+# Train options that say where a run is tracked, not what it trains: a rerun may change them.
+UNSEARCHED = {f.name for f in fields(TrainOptions) if f.metadata["group"] == TRACK}
 PLOT_S = 60.0   # tune.png is drawn at most this often while trials run (~1 s of a core)
 
 
@@ -78,7 +81,8 @@ class Search:
         return {"metric": self.metric.name, "direction": self.direction,
                 "space": json.dumps(space, sort_keys=True), "sampler": self.sampler,
                 "scheduler": self.scheduler, "min_resource": self.min_resource,
-                "train": json.dumps(self.shared, sort_keys=True, default=str)}
+                "train": json.dumps({k: v for k, v in self.shared.items()
+                                     if k not in UNSEARCHED}, sort_keys=True, default=str)}
 
     def place(self) -> StudyPlace:
         return StudyPlace(self.output_dir)
