@@ -123,7 +123,8 @@ def rungs(root: str, args) -> None:
     for seed in args.rung_seeds:
         place = os.path.join(root, f"rungs-{seed}")
         found = study(place, {"learning_rate": {"loguniform": [0.001, 0.8]}}, 8, RUNG_EPOCHS,
-                      scheduler="asha", seed=seed)
+                      scheduler="asha", seed=seed,
+                      **({"min_resource": args.min_resource} if args.min_resource else {}))
         bests.append(found["best_value"])
         print(f"rungs seed {seed}: best {found['best_value']:.4f} "
               f"({found['best_params']}), {found['trials']['pruned']} of 8 pruned, at "
@@ -193,6 +194,9 @@ def main() -> int:
                         help="ASHA study seeds")
     parser.add_argument("--rung_seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5],
                         help="rungs: the study seeds")
+    parser.add_argument("--min_resource", type=float, help="rungs: the studies' first "
+                        "rung in epochs (default: tune's, past the first epoch); 0.3, the "
+                        "first evaluation, prunes as tune did before")
     parser.add_argument("--no_grid", action="store_true", help="asha: the ASHA studies "
                         "alone (seeds run side by side in several processes; compare by hand)")
     args = parser.parse_args()

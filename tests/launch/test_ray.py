@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -154,3 +156,46 @@ def test_preemption_is_free_and_a_stopped_member_is_found_through_its_actor(ray_
     assert "tfyard: worker:1 froze: no heartbeat for" in text
     assert "tfyard: restarting the job (1/1)\n" in text
     assert not alive(victim)
+
+
+def test_a_head_that_wants_a_token_is_named_as_such():
+    """A `ray start --head` with token authentication refuses a process without its token:
+    the launcher says which settings to give, not "cannot connect"."""
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    head = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "ray"), "start", "--head", "--block",
+         "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "1",
+         "--include-dashboard=false", "--disable-usage-stats"],
+        env={**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex},
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(port)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tfyard", "launch", "ray", "--workers", "1", "--address",
+             f"127.0.0.1:{port}", "--", sys.executable, "-c", "pass"],
+            env={**env, "RAY_gcs_rpc_server_reconnect_timeout_s": "5"},
+            capture_output=True, text=True, timeout=180)
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "uses token authentication" in lines[0] and \
+        "RAY_AUTH_TOKEN" in lines[0], proc.stderr
+
+
+def _wait_for_port(port: int, timeout: float = 60.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no Ray head on port {port} after {timeout:.0f} s")

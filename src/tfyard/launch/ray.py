@@ -37,6 +37,8 @@ from tfyard.quiet import drop_python_noise
 INSTALL_HINT = "Ray support needs ray: pip install 'tfyard[ray]'"
 STRATEGIES = ("PACK", "SPREAD")
 PLACEMENT_TIMEOUT_S = 60.0
+# What Ray's client says, line after line until it gives up, to a head that wants a token.
+TOKEN_REFUSED = b"InvalidAuthToken"
 CALL_TIMEOUT_S = 60.0
 
 
@@ -76,17 +78,49 @@ def ray_session(address: str | None = None):
         yield ray
         return
     drop_python_noise()  # Ray's notice that the Ray it starts uses token authentication
-    try:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UserError(f"cannot connect to Ray at {address or 'the default address'} "
-                        f"({reason}); start one with `ray start --head` or check --address") \
-            from None
+    where = address or "the default address"
+    with tempfile.TemporaryFile() as said:
+        try:
+            with _stderr_into(said):   # Ray's C++ client retries with a line each second
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            said.seek(0)
+            if TOKEN_REFUSED in said.read():
+                raise UserError(f"Ray at {where} uses token authentication and refused this "
+                                "process: set RAY_AUTH_MODE=token and the head's token in "
+                                "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH; `ray get-auth-token` "
+                                "on the head prints it)") from None
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"cannot connect to Ray at {where} ({reason}); start one with "
+                            "`ray start --head` or check --address") from None
+        said.seek(0)
+        _replayed(said.read())
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+@contextmanager
+def _stderr_into(file):
+    """File descriptor 2 (where Ray's C++ client writes) into `file` for the block."""
+    sys.stderr.flush()
+    real = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)
+        os.close(real)
+
+
+def _replayed(data: bytes) -> None:
+    """What Ray printed while it connected, on stderr after all (it connected: nothing was
+    a refusal)."""
+    if data:
+        sys.stderr.flush()
+        os.write(2, data)
 
 
 class MemberActor:
