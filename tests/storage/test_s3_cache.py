@@ -195,8 +195,7 @@ def test_a_seeded_epoch_fetches_each_shard_once(s3, tmp_path):
     # a scan of the split (the decode-error check, --skip_corrupt's count) streams too
     assert not list(problems("imagenet", root, "train", cache_dir=str(work)))
     cache = stream.figures(str(work))[0]
-    assert cache["fetched"] > shards and cache["high_water"] <= cache["limit"] + cache[
-        "open_high"], cache
+    assert cache["fetched"] > shards and cache["high_water"] <= cache["limit"], cache
 
 
 def test_unseeded_members_fetch_only_their_own_files(s3, tmp_path):
@@ -289,7 +288,7 @@ def test_two_members_on_one_node_share_the_limit(scheme, request, tmp_path):
         env={**os.environ, "PYTHONPATH": str(Path(tfyard.__file__).parents[1])})
     other = json.loads(member.stdout)
     assert other["root"] == f"{root}.1" and other["share"] == limit // 2
-    assert other["peak"] <= limit + SIZE, other   # the limit plus the one file it reads
+    assert other["peak"] <= limit, other   # the files read included
     time.sleep(sharing.TRIM)   # members are counted at most every TRIM seconds
     assert cache.share() == limit   # the other member has left: the whole limit again
 
