@@ -78,6 +78,20 @@ def test_an_object_changed_mid_run_is_one_line(s3, tmp_path):
     assert str(caught.value) == line
 
 
+def test_more_files_open_than_the_limit_holds_is_one_line(s3, tmp_path, monkeypatch):
+    from tfyard.storage import cache
+
+    monkeypatch.setattr(cache, "STUCK", 0.5)
+    upload(s3, shards(tmp_path / "data", 4), "stuck", "set")
+    root = cached("s3://stuck/set", tmp_path / "work", 2 * SIZE - 100)   # one file at a time
+    first, second = (os.path.join(root, f"train-{n:05d}-of-00004") for n in range(2))
+    with stream.held(first), pytest.raises(UserError) as caught:
+        stream.opened(second)   # a reader holding one file waits for a second: no room
+    assert str(caught.value) == ("--data_dir s3://stuck/set: the readers hold 1 kB of shards "
+                                 "open and wait for 1 kB more, beyond --data_cache_limit "
+                                 "1.9 kB; give --data_cache_limit 2kB or more")
+
+
 def test_a_converted_set_is_counted_from_its_index(s3, tmp_path):
     from tfyard.data.convert import convert_arrays
     from tfyard.data.formats.framing import CACHE_FILE, INDEX_FILE, record_counts

@@ -1,10 +1,11 @@
-"""A TFRecord set in a bucket ten times the data cache trains through it, on a real S3
+"""A TFRecord set in a bucket six times the data cache trains through it, on a real S3
 server: the disk it takes, the files open included, stays within the limit, and it reads
 exactly the examples, in exactly the order, a run from local disk reads; SIGKILLed mid-run
 and resumed on a new node with an empty cache it ends with the unbroken local run's weights,
 bit for bit, and it is evaluated through the cache; each report in metrics.jsonl carries the
-high-water mark; `bench data` reads it the same way; a limit that cannot hold the files
-read at once (a training shard and the evaluation shards) is one line before any download. An image folder ten times the cache reads through it alike."""
+high-water mark; `bench data` reads it the same way; a limit that cannot hold the files read
+at once (a training shard and the evaluation shards) is one line before any download. An
+image folder ten times the cache reads through it alike."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def killed_once(argv: list[str], saved) -> None:
     assert run.returncode == -signal.SIGKILL
 
 
-def test_a_set_ten_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monkeypatch):
+def test_a_set_six_times_the_cache_reads_as_from_disk(s3, tmp_path, capsys, monkeypatch):
     data = tmp_path / "data"
     write_imagenet(data, {"train": [[1, 2]] * SHARDS, "validation": [[1, 2]] * 2},
                    pixels=speckled)

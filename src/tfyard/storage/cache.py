@@ -114,15 +114,15 @@ class Cache:
         """A reader that waits for `name` while the files open leave it no room, and none
         has been released for `STUCK` seconds, would wait forever: more files open at once
         than `stream.readable` counted (a pass it does not know). Said as the failure."""
-        size, open_bytes = self.entries[name].size, self._open_bytes()
-        if open_bytes + size <= self.share() or \
-                time.monotonic() - self._released_at < STUCK:
+        size, open_bytes, share = self.entries[name].size, self._open_bytes(), self.share()
+        if open_bytes + size <= share or time.monotonic() - self._released_at < STUCK:
             return
+        part = f"this process's {shown(share)} of " if share < self.limit else ""
         self.failure = UserError(
             f"{self.flag} {self.place}: the readers hold {shown(open_bytes)} of shards open "
-            f"and wait for {shown(size)} more, beyond this process's {shown(self.share())} of "
-            f"--data_cache_limit {shown(self.limit)}; give --data_cache_limit "
-            f"{at_least(self.limit + open_bytes + size - self.share())} or more")
+            f"and wait for {shown(size)} more, beyond {part}--data_cache_limit "
+            f"{shown(self.limit)}; give --data_cache_limit "
+            f"{at_least(self.limit + open_bytes + size - share)} or more")
         self._lock.notify_all()
 
     def released(self, name: str) -> None:
