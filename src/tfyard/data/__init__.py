@@ -26,9 +26,9 @@ def local_data(name: str, data_dir: str | None, work_dir: str | None,
     copied once under `work_dir`, or, for a format whose shards stream and a set larger
     than `limit` bytes (None: half the free space), read through a bounded cache
     (`storage.stream`), unless `refusal` says why this run cannot (then one line)."""
-    streams, opened = streamed(name), held(name)
+    streams, holds = streamed(name), held(name)
     return readable_dir(data_dir, work_dir, streaming=streams and stream.Streaming(
-        limit, streams, refusal, opened))
+        limit, streams, refusal, holds))
 
 
 def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,
