@@ -7,7 +7,7 @@ import pytest
 
 from tfyard.errors import UserError
 from tfyard.process.envvars import size
-from tfyard.process.sizes import byte_size, shown
+from tfyard.process.sizes import at_least, byte_size, shown
 from tfyard.train.options import TrainOptions
 
 
@@ -16,6 +16,12 @@ def test_decimal_and_binary_units_are_told_apart():
     assert byte_size(" 1.5 gib ") == 3 * 2**29 and byte_size("2TB") == 2 * 10**12
     assert byte_size("4096") == byte_size(4096) == 4096
     assert shown(1_500_000_000) == "1.5 GB" and shown(999) == "999 B"
+
+
+def test_a_size_a_fix_names_is_rounded_up_and_taken_by_the_flag():
+    for bytes_ in (1, 999, 1000, 24_100_001, 24_000_000, 150 * 2**20, 5 * 10**12 + 1):
+        assert bytes_ <= byte_size(at_least(bytes_)) < bytes_ * 1.01 + 1, at_least(bytes_)
+    assert at_least(24_100_001) == "24.2MB" and at_least(999) == "999B"
 
 
 @pytest.mark.parametrize("text", ["5XB", "MB", "-1MB", "0", "0.1B", "1e6"])

@@ -152,13 +152,13 @@ def test_each_gcs_fault_is_one_line_in_seconds(gcs, tmp_path, capsys, monkeypatc
         "application-default login")
 
 
-def test_a_set_ten_times_the_cache_streams_from_gs_as_from_disk(gcs, tmp_path):
+def test_a_set_six_times_the_cache_streams_from_gs_as_from_disk(gcs, tmp_path):
     data = tmp_path / "data"
     write_imagenet(data, {"train": [[1, 2]] * SHARDS, "validation": [[1, 2]] * 2},
                    pixels=speckled)
     gcs_upload(gcs, data, "streamed", "imagenet")
     sizes = [path.stat().st_size for path in data.iterdir()]
-    limit = sum(sizes) // 10
+    limit = sum(sizes) // 6   # one training shard and evaluation's two fit
 
     def digest(out) -> str:
         return json.loads(Path(RunDirectory(str(out)).summary).read_text())["weights_digest"]
@@ -186,4 +186,4 @@ def test_a_set_ten_times_the_cache_streams_from_gs_as_from_disk(gcs, tmp_path):
     assert not (new_node / "bucket-data").exists() and (new_node / "bucket-stream").is_dir()
     cache = summary["data_cache"][0]
     assert cache["url"] == "gs://streamed/imagenet" and cache["fetched"] > limit, cache
-    assert cache["high_water"] <= limit + cache["open_high"], cache
+    assert cache["high_water"] <= limit, cache

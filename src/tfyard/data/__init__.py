@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
-from tfyard.data.formats import DATASETS, DatasetInfo, canonical, reader, streamed
+from tfyard.data.formats import DATASETS, DatasetInfo, canonical, held, reader, streamed
 from tfyard.data.formats.base import Preprocessing
 from tfyard.data.pipeline import DatasetRequest, split_name
 from tfyard.dtypes import DTYPES
@@ -26,9 +26,9 @@ def local_data(name: str, data_dir: str | None, work_dir: str | None,
     copied once under `work_dir`, or, for a format whose shards stream and a set larger
     than `limit` bytes (None: half the free space), read through a bounded cache
     (`storage.stream`), unless `refusal` says why this run cannot (then one line)."""
-    streams = streamed(name)
+    streams, holds = streamed(name), held(name)
     return readable_dir(data_dir, work_dir, streaming=streams and stream.Streaming(
-        limit, streams, refusal))
+        limit, streams, refusal, holds))
 
 
 def dataset_info(name: str, data_dir: str | None = None, cache_dir: str | None = None,

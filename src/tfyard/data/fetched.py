@@ -2,7 +2,9 @@
 the pipeline reads them: the files ahead are announced as the pipeline comes to them (each
 epoch's shards as the epoch starts; an image folder's images a block ahead), so the cache
 fetches ahead; a file is opened once the cache holds it and released once read, so the
-cache may remove it. Files on local disk pass through untouched."""
+cache may remove it. A streamed set's files are interleaved on the pipeline's own thread
+(`interleaved`), so the files open at once are only those the order interleaves. Files on
+local disk pass through untouched."""
 
 from __future__ import annotations
 
@@ -33,6 +35,20 @@ def reading(files: list[str], open_file):
         return open_file(py_path(stream.opened, path)).concatenate(done)
 
     return open_fetched, _announcer()
+
+
+def interleaved(paths, open_file, streamed: bool, cycle: int, parallel: int, *,
+                block_length: int = 1, deterministic: bool = True):
+    """`paths` (a dataset of file names) read by `open_file`, `cycle` files interleaved
+    `block_length` records at a time, in the same order either way: from local disk by
+    `parallel` threads; `streamed` (through the cache) on the pipeline's thread, which
+    opens a file only when the order comes to it. Parallel readers would open files ahead
+    (TensorFlow's prefetched inputs), each holding disk, and could wait for room that only
+    the reader they hold up would free."""
+    if streamed:
+        return paths.interleave(open_file, cycle_length=cycle, block_length=block_length)
+    return paths.interleave(open_file, cycle_length=cycle, block_length=block_length,
+                            num_parallel_calls=parallel, deterministic=deterministic)
 
 
 def contents(files: list[str]):

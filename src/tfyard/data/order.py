@@ -157,6 +157,8 @@ def shard_stream(files: list[str], counts: list[int], spec, open_file, window: i
     import numpy as np
     import tensorflow as tf
 
+    from tfyard.data.fetched import interleaved
+
     layout = Layout.of(spec)
     total = int(sum(counts))
     if total == 0:
@@ -181,9 +183,10 @@ def shard_stream(files: list[str], counts: list[int], spec, open_file, window: i
         reading = tf.gather(paths, order)[shard:]
         records = tf.data.Dataset.from_tensor_slices(
             reading if announce is None else announce(reading))
-        records = records.interleave(open_file, cycle_length=min(len(files), 4),
-                                     block_length=longest, num_parallel_calls=min(len(files), 4),
-                                     deterministic=True)
+        # a shard is read whole before the next (block_length), so the order is the
+        # shards' whatever the cycle; streamed, one is open at a time
+        records = interleaved(records, open_file, announce is not None, min(len(files), 4),
+                              min(len(files), 4), block_length=longest)
         records = records.skip(window_start - begins[shard]).batch(window)
 
         def mix(k, raw):

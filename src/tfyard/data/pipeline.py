@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from tfyard.errors import UserError
 
 SPLITS = {"train": "train", "validation": "validation", "test": "validation"}
+CYCLE = 16   # files read at once by interleave (`formats.tfrecord.held` counts evaluation's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,11 +72,14 @@ def assemble(source, decode, spec: DatasetRequest, *, open_file=None, num_files:
              cache: bool = False, shuffle_buffer: int = 10_000, announce=None):
     """Turn `source` into batches of (image, label).
 
-    With `open_file`, `source` holds file names read by parallel interleave and sharded by
-    file when every pipeline gets at least one; otherwise it holds records, sharded by record.
+    With `open_file`, `source` holds file names read by interleave (`fetched.interleaved`),
+    sharded by file when every pipeline gets at least one; otherwise it holds records,
+    sharded by record.
     `announce` (`data.fetched`) is told each pass's file names in reading order.
     """
     import tensorflow as tf
+
+    from tfyard.data.fetched import interleaved
 
     autotune = tf.data.AUTOTUNE
     count, index = spec.pipelines
@@ -90,8 +94,10 @@ def assemble(source, decode, spec: DatasetRequest, *, open_file=None, num_files:
             source = source.shuffle(max(num_files, 1), seed=spec.seed)
         if announce is not None:
             source = source.batch(max(num_files, 1)).map(announce).unbatch()
-        records = source.interleave(open_file, cycle_length=min(max(num_files, 1), 16),
-                                    num_parallel_calls=autotune, deterministic=ordered)
+        # streamed with no order to keep, one file is open at a time (`tfrecord.held`)
+        cycle = 1 if announce is not None and not ordered else min(max(num_files, 1), CYCLE)
+        records = interleaved(source, open_file, announce is not None, cycle, autotune,
+                              deterministic=ordered)
     if count > 1 and not by_file:
         records = records.shard(count, index)
     if cache:

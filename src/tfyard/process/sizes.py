@@ -4,6 +4,7 @@ one way: decimal units are powers of 1000 and binary ones powers of 1024, as dis
 
 from __future__ import annotations
 
+import math
 import re
 
 UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -34,3 +35,13 @@ def shown(size: int) -> str:
         if size >= scale:
             return f"{size / scale:.3g} {unit}"
     return f"{size} B"
+
+
+def at_least(size: int) -> str:
+    """`size` bytes spelled as the flag takes it, rounded up to three digits (`24.2MB`), so
+    a fix that names it gives at least `size`."""
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            decimals = max(0, 3 - len(str(size // scale)))
+            return f"{math.ceil(size * 10**decimals / scale) / 10**decimals:g}{unit}"
+    return f"{size}B"

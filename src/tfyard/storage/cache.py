@@ -2,9 +2,11 @@
 order they will read them, and removed once read when their room is needed. A reader opens
 a file by waiting until it is on disk (`opened`) and says when it has read it
 (`released`). A file read stays until its room is needed, so a set that mostly fits is
-mostly read once. Disk used stays within the process's share of the limit (`sharing`),
-except that a file a reader waits for is fetched even when every file on disk is open or
-still to be read: the limit plus the files open at once. No TensorFlow import here."""
+mostly read once. Disk used, the files open and the downloads in progress included, never
+passes the process's share of the limit (`sharing`): a fetch waits for room, and the
+readers' files open at once (`floor`, checked by `stream.readable` before any download)
+always fit, so a file a reader waits for always finds room once files ahead of the
+readers are removed. No TensorFlow import here."""
 
 from __future__ import annotations
 
@@ -15,25 +17,27 @@ import time
 from collections import Counter, deque
 
 from tfyard.errors import UserError
+from tfyard.process.sizes import at_least, shown
 from tfyard.storage import mirror, sharing
 from tfyard.storage.location import Location
 from tfyard.storage.sharing import TRIM
 from tfyard.storage.store import Entry
 
 WORKERS = 4   # downloads at once
+STUCK = 60.0   # seconds a reader waits, no file released, before the open files are named
 
 
 class Cache:
     """The shards `entries` of the prefix `place`, fetched on demand into `root`, holding at
-    most its part of `limit` (`share`) but for the files open at once; `others`: the bytes
-    of the prefix's other files, copied whole beside them."""
+    most its part of `limit` (`share`); `others`: the bytes of the prefix's other files,
+    copied whole beside them; `floor`: the bytes of the shards the readers hold open at
+    once, which the share never goes below."""
 
     def __init__(self, place: Location, entries: list[Entry], root: str, limit: int,
-                 others: int, flag: str):
-        self.place, self.root, self.limit, self.others, self.flag = \
-            place, root, limit, others, flag
+                 others: int, flag: str, floor: int):
+        self.place, self.root, self.limit, self.others, self.flag, self.floor = \
+            place, root, limit, others, flag, floor
         self.entries = {entry.name: entry for entry in entries}
-        self.floor = sum(sorted(entry.size for entry in entries)[-2:])
         self._counted = (1, -TRIM)   # (members reading, when counted)
         self._lock = threading.Condition()
         self._disk: dict[str, None] = {}   # on disk, the one released longest ago first
@@ -43,6 +47,7 @@ class Cache:
         self.failure: UserError | None = None
         self.used = self.high_water = self.open_high = self.fetched = 0
         self.waited = 0.0
+        self._released_at = time.monotonic()
         self._adopt()
         for folder in {os.path.dirname(name) for name in self.entries}:
             # as in a whole copy, so readers find the prefix's folders (an image folder's
@@ -54,7 +59,7 @@ class Cache:
     def share(self) -> int:
         """The bytes of shards this process may hold: its part of the limit, beside the
         members reading the prefix into this work dir now (counted at most every `TRIM`
-        seconds; at least the two largest)."""
+        seconds; at least the files the readers hold open at once)."""
         if time.monotonic() - self._counted[1] >= TRIM:
             self._counted = (sharing.readers(self.root), time.monotonic())
         return max(self.limit // self._counted[0] - self.others, self.floor)
@@ -93,7 +98,8 @@ class Cache:
                 self._queue.append(name)
             self._lock.notify_all()
             while name not in self._disk and self.failure is None:
-                self._lock.wait()
+                if not self._lock.wait(TRIM):
+                    self._stuck(name)
             self._waits[name] -= 1
             if self.failure is not None:
                 raise self.failure
@@ -104,10 +110,26 @@ class Cache:
             self.waited += time.monotonic() - start
         return os.path.join(self.root, name)
 
+    def _stuck(self, name: str) -> None:
+        """A reader that waits for `name` while the files open leave it no room, and none
+        has been released for `STUCK` seconds, would wait forever: more files open at once
+        than `stream.readable` counted (a pass it does not know). Said as the failure."""
+        size, open_bytes, share = self.entries[name].size, self._open_bytes(), self.share()
+        if open_bytes + size <= share or time.monotonic() - self._released_at < STUCK:
+            return
+        part = f"this process's {shown(share)} of " if share < self.limit else ""
+        self.failure = UserError(
+            f"{self.flag} {self.place}: the readers hold {shown(open_bytes)} of shards open "
+            f"and wait for {shown(size)} more, beyond {part}--data_cache_limit "
+            f"{shown(self.limit)}; give --data_cache_limit "
+            f"{at_least(self.limit + open_bytes + size - share)} or more")
+        self._lock.notify_all()
+
     def released(self, name: str) -> None:
         """A reader has read `name` to its end."""
         with self._lock:
             self._pins[name] -= 1
+            self._released_at = time.monotonic()
             if name in self._disk:   # now the one read last
                 del self._disk[name]
                 self._disk[name] = None
@@ -115,7 +137,7 @@ class Cache:
             self._lock.notify_all()
 
     def _trim(self) -> None:
-        """Keep within the share plus what is open: files read first, then fetched ahead."""
+        """Keep within the share: files read first, then those fetched ahead."""
         share = self.share()
         if not self._make_room(0, self._disk, read=True, share=share):
             self._make_room(0, reversed(self._disk), read=False, share=share)
@@ -154,9 +176,10 @@ class Cache:
 
     def _next(self) -> str | None:
         """The next file to fetch: the first one a reader waits for, else the next
-        announced; None while there is none, or no room for it. Room is made by removing
-        files read, the one read longest ago first; for a file a reader waits for, then
-        files fetched ahead and not yet opened too, the last fetched first."""
+        announced; None while there is none, or no room for it within the share (its
+        download counts from its start). Room is made by removing files read, the one read
+        longest ago first; for a file a reader waits for, then files fetched ahead and not
+        yet opened too, the last fetched first."""
         def due(name: str) -> bool:
             return name not in self._disk and name not in self._fetching
 
@@ -167,7 +190,7 @@ class Cache:
         if name is None:
             return None
         size, share = self.entries[name].size, self.share()
-        if wanted is None:   # ahead of the readers: within the share beside the files open
+        if wanted is None:   # ahead of the readers: only in the room files read leave
             if not self._make_room(size, self._disk, read=True, share=share):
                 return None
         elif not (self._make_room(size, self._disk, read=True, share=share)
@@ -181,9 +204,9 @@ class Cache:
 
     def _make_room(self, size: int, order, read: bool, share: int) -> bool:
         """Remove files in `order` (those read, or with `read` False those fetched ahead and
-        not opened) until `size` more bytes and the files open stay within `share`;
-        whether they do. So disk used never passes the share plus the files open."""
-        room = share + self._open_bytes() - size
+        not opened) until `size` more bytes stay within `share`; whether they do. So disk
+        used never passes the share."""
+        room = share - size
         for name in list(order):
             if self.used <= room:
                 break

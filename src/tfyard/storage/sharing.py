@@ -62,7 +62,7 @@ def readers(root: str) -> int:
 
 def wait_for_room(root: str, room: int) -> None:
     """Until the other members' files take at most `room` bytes (they give up what passes
-    their part within `TRIM` seconds, but for files open), `JOIN_WAIT` seconds at most."""
+    their part within `TRIM` seconds), `JOIN_WAIT` seconds at most."""
     deadline = time.monotonic() + JOIN_WAIT
     while time.monotonic() < deadline and sum(
             disk_used(other) for other in siblings(_bases[root], root)) > room:

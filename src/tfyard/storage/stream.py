@@ -4,7 +4,9 @@ the readers open (`readable`), and the calls the readers make on a path, which g
 cache holding it. The readers announce each epoch's files in reading order (`announce`), so
 downloads run ahead of them; they open each file once it is on disk (`opened`) and say when
 they have read it (`released`). Members on one node reading one prefix share the limit
-(`sharing`). No TensorFlow import here.
+(`sharing`), each its part of it a cap; a limit whose part cannot hold the files the
+readers open at once (`Streaming.held`) is refused before any download. No TensorFlow
+import here.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tfyard.errors import UserError
-from tfyard.process.sizes import shown
+from tfyard.process.sizes import at_least, shown
 from tfyard.storage import mirror, sharing
 from tfyard.storage.amend import amend_object
 from tfyard.storage.cache import Cache
@@ -34,11 +36,14 @@ class Streaming:
     half the work dir's free space), and `streams(name)`, whether an object is one the
     readers open through the cache (a shard); the others are copied whole. `refusal`: why
     this run cannot read through a cache, and the fix (a parameter-server run's workers
-    build the input, away from it): a set larger than the limit is then one line."""
+    build the input, away from it): a set larger than the limit is then one line. `held`:
+    the most bytes of the shards (their sizes by name) that the readers hold open at once,
+    and what those are in words (None: one file at a time, the largest)."""
 
     limit: int | None
     streams: Callable[[str], bool]
     refusal: str | None = None
+    held: Callable[[dict[str, int]], tuple[int, str]] | None = None
 
 
 _caches: dict[str, Cache] = {}   # by local root
@@ -64,19 +69,21 @@ def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str
                         f"data cache: {streaming.refusal}, or give --data_cache_limit "
                         f"{shown(total)} or more for a whole copy")
     held = sum(entry.size for entry in others)
-    need = sum(sorted(entry.size for entry in shards)[-2:]) + held
+    opened, what = (streaming.held or _one_at_a_time)({entry.name: entry.size
+                                                       for entry in shards})
     base = mirror.copy_root(place, os.path.join(os.path.abspath(work), "bucket-stream"))
     readers = 1 + len(sharing.siblings(base))
-    if limit // readers < need:
-        beside = f" for each of the {readers} members reading it into this work dir" \
+    if limit // readers < opened + held:
+        each = f" (for each of the {readers} members reading it into this work dir)" \
             if readers > 1 else ""
-        raise UserError(f"--data_cache_limit {shown(limit)} cannot hold two of the files of "
-                        f"{place}{beside} (the two largest and the other files take "
-                        f"{shown(need)}); give at least {shown(need * readers)}")
+        files = " beside its other files" if held else ""
+        raise UserError(f"--data_cache_limit {shown(limit)} is too small for the shards of "
+                        f"{place}: {what}{files} take {shown(opened + held)}{each}; "
+                        f"give --data_cache_limit {at_least((opened + held) * readers)} or more")
     _remove_whole_copy(mirror.copy_root(place, whole))
     root = sharing.claimed(base)
     sharing.wait_for_room(root, limit - limit // sharing.readers(root))
-    cache = Cache(place, shards, root, limit, held, flag)
+    cache = Cache(place, shards, root, limit, held, flag, opened)
     mirror.fetched(place, others, root, flag)
     _caches[root] = cache
     log.info(f"tfyard: {place} holds {shown(total)}, more than the {shown(limit)} data cache "
@@ -84,6 +91,10 @@ def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str
              f"): its {len(shards)} shards are fetched into {root} in reading order and "
              "removed once read")
     return root
+
+
+def _one_at_a_time(sizes: dict[str, int]) -> tuple[int, str]:
+    return max(sizes.values()), "one file at a time"
 
 
 def default_limit(work: str) -> int:

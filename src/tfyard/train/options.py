@@ -227,8 +227,10 @@ class ClassificationOptions(Checked):
         None, check=byte_size, group=RUN, help="local disk that --data_dir in a bucket may "
         "take in the work dir: 500MB (10^6-byte units) or 500MiB (2^20). A TFRecord set "
         "larger than it is not copied whole: its shards are fetched ahead in the order "
-        "training reads them and removed once read; at least two shards must fit (default: "
-        "TFYARD_DATA_CACHE_LIMIT, else half the work dir's free space)")
+        "training reads them and removed once read, the files being read counted: it is a "
+        "cap, and a limit below the shards read at once is refused naming the smallest "
+        "that works (default: TFYARD_DATA_CACHE_LIMIT, else half the work dir's free "
+        "space)")
     skip_corrupt: bool = opt(False, group=RUN,
                              help="drop records that fail to decode and count them")
 

@@ -18,7 +18,7 @@ from tfyard.data.formats.base import DatasetInfo, Record
 from tfyard.errors import UserError
 
 __all__ = ["ALIASES", "DATASETS", "REGISTRY", "DatasetInfo", "Format", "Record", "canonical",
-           "known", "reader", "streamed"]
+           "held", "known", "reader", "streamed"]
 
 # dataset name -> the module in this package that reads it; one key per dataset format
 REGISTRY = {
@@ -82,3 +82,10 @@ def streamed(name: str):
     read whole (CIFAR, MNIST: a few files)."""
     test = getattr(reader(name), "streams", None)
     return None if test is None else functools.partial(test, canonical(name))
+
+
+def held(name: str):
+    """What the readers of a streamed `name` set hold open at once (`Streaming.held`); None
+    where a format reads one file at a time, briefly (an image folder's images)."""
+    count = getattr(reader(name), "held", None)
+    return None if count is None else functools.partial(count, canonical(name))

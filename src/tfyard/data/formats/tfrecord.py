@@ -38,11 +38,34 @@ def shards(name: str, data_dir: str | None, split: str) -> list[str]:
     return find_files(data_dir, _PATTERNS[name, split], f"{split} shards for {name}")
 
 
+def _split_of(name: str, object_name: str) -> str | None:
+    """The split whose shard the object `object_name` (under a bucket prefix) is in layout
+    `name`; None when it is none."""
+    return next((split for (layout, split), patterns in _PATTERNS.items()
+                 if layout == name and "/" not in object_name
+                 and any(fnmatch.fnmatchcase(object_name, pattern) for pattern in patterns)),
+                None)
+
+
 def streams(name: str, object_name: str) -> bool:
     """Whether the object `object_name` (under a bucket prefix) is a shard of layout `name`."""
-    return "/" not in object_name and any(
-        fnmatch.fnmatchcase(object_name, pattern)
-        for (layout, _), patterns in _PATTERNS.items() if layout == name for pattern in patterns)
+    return _split_of(name, object_name) is not None
+
+
+def held(name: str, sizes: dict[str, int]) -> tuple[int, str]:
+    """The most bytes of a streamed set's shards (`sizes`, by object name) that its readers
+    hold open at once, and what they are: training reads one shard at a time
+    (`data.fetched.interleaved`), evaluation interleaves up to `pipeline.CYCLE` of its own, and
+    a run holds both while it evaluates."""
+    from tfyard.data.pipeline import CYCLE
+
+    largest = {split: sorted((size for object_name, size in sizes.items()
+                              if _split_of(name, object_name) == split), reverse=True)
+               for split in ("train", "validation")}
+    train, evaluation = largest["train"][:1], largest["validation"][:CYCLE]
+    said = [f"{'one' if len(files) == 1 else len(files)} {what} shard{'s' * (len(files) > 1)}"
+            for files, what in ((train, "training"), (evaluation, "evaluation")) if files]
+    return sum(train) + sum(evaluation), " and ".join(said) + " read at once"
 
 
 def read_labels(data_dir: str) -> dict[int, str] | None:
