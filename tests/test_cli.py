@@ -195,3 +195,27 @@ def test_the_commands_end_still_joins_threads_runs_exit_handlers_and_flushes():
                            timeout=60)
     assert ended.returncode == 3, ended.stderr
     assert ended.stdout == "bufferedthread done\nexit handler ran\n"
+
+
+def test_a_forked_commands_end_runs_after_the_servers_imports_exit_handlers():
+    """The fork server registers the end before its imports (`cli.ends_last`), so a forked
+    trial runs its own exit handlers, then those of the modules the server imported, then
+    ends: a plain run's order (registered in the child, the end would come first and skip
+    them)."""
+    code = ("import atexit, os, sys\n"
+            "from tfyard import cli\n"
+            "status = cli.ends_last()   # as tfyard.cli.forkserver does, before its imports\n"
+            "atexit.register(print, 'an imported module handler')\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    def command():\n"
+            "        atexit.register(print, 'the command handler')\n"
+            "        return 4\n"
+            "    cli.main = command\n"
+            "    cli.run(status)\n"
+            "print('child', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)\n"
+            "os._exit(0)\n")
+    ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60)
+    assert ended.stdout == "the command handler\nan imported module handler\nchild 4\n", \
+        ended.stdout + ended.stderr

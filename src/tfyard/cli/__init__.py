@@ -92,15 +92,16 @@ def _closed_pipe() -> int:
     return 128 + signal.SIGPIPE
 
 
-def run() -> None:
+def run(status: list[int] | None = None) -> None:
     """The `tfyard` command (the console script, `python -m tfyard`): `main`, then the
     process ends once Python's exit has run what it must (the non-daemon threads joined,
     the exit handlers the command registered run, the logs flushed), without the
     interpreter's teardown after it. That teardown frees TensorFlow's objects one by one:
     ~1 s of a training process's end, and up to a minute where it frees a tf.data iterator
-    whose autotuning thread sleeps (`data.release`)."""
-    status = [1]   # until main returns: an uncaught exception's traceback exits 1
-    atexit.register(_end_now, status)   # registered first, so it runs last
+    whose autotuning thread sleeps (`data.release`). `status`: the holder of `ends_last`,
+    where the process registered the end before its imports (the fork server)."""
+    if status is None:
+        status = ends_last()
     release.skip_at_exit()
     try:
         status[0] = main()
@@ -108,6 +109,15 @@ def run() -> None:
         status[0] = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         raise
     sys.exit(status[0])
+
+
+def ends_last() -> list[int]:
+    """Register the process's end as an exit handler, the first one so that it runs last,
+    after those of every module imported after this call; the holder of the exit status
+    that `run` fills (1 until its command returns: an uncaught exception's traceback)."""
+    status = [1]
+    atexit.register(_end_now, status)
+    return status
 
 
 def _end_now(status: list[int]) -> None:
