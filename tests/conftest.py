@@ -137,11 +137,12 @@ def ray_address():
     """One local Ray (2 CPUs on 127.0.0.1, no dashboard, no usage stats) for each run of
     consecutive tests that use it, whatever their modules: started by the first, shut down
     after the last (`pytest_runtest_teardown`), so Ray modules run one after the other start
-    it once (~9 s of CPU a start) and no idle cluster outlives them."""
+    it once (~9 s of CPU a start) and no idle cluster outlives them. Always a new one
+    (address "local"), never a head another test started."""
     ray = pytest.importorskip("ray")
     if not _RAY:
-        context = ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                           log_to_driver=False)
+        context = ray.init(address="local", num_cpus=2, include_dashboard=False,
+                           logging_level=logging.WARNING, log_to_driver=False)
         _RAY["address"] = context.address_info["gcs_address"]
     assert _RAY["address"].startswith("127.0.0.1:")
     return _RAY["address"]

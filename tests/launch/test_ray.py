@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -160,18 +161,23 @@ def test_preemption_is_free_and_a_stopped_member_is_found_through_its_actor(ray_
 
 def test_a_head_that_wants_a_token_is_named_as_such():
     """A `ray start --head` with token authentication refuses a process without its token:
-    the launcher says which settings to give, not "cannot connect"."""
+    the launcher says which settings to give, not "cannot connect". The head keeps its
+    files (and the address file that `ray.init()` looks for) in a folder of its own, so no
+    other test's Ray finds it."""
+    import shutil
     import socket
 
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    own = tempfile.mkdtemp(prefix="ray")   # short: Ray's socket paths are under it
     head = subprocess.Popen(
         [os.path.join(os.path.dirname(sys.executable), "ray"), "start", "--head", "--block",
          "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "1",
          "--include-dashboard=false", "--disable-usage-stats"],
-        env={**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex},
+        env={**env, "RAY_TMPDIR": own, "RAY_AUTH_MODE": "token",
+             "RAY_AUTH_TOKEN": uuid.uuid4().hex},
         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for_port(port)
@@ -183,6 +189,7 @@ def test_a_head_that_wants_a_token_is_named_as_such():
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         head.wait(60)
+        shutil.rmtree(own, ignore_errors=True)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "uses token authentication" in lines[0] and \
