@@ -40,7 +40,6 @@ import sys
 import tempfile
 import types
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -110,12 +109,12 @@ def shell_steps(body: str) -> list[list[str] | str]:
 
 def bash(text: str) -> str:
     """What bash printed running `text` in this directory (this interpreter's `tfyard`
-    first on PATH), in a process group of its own that is stopped after it: a server the
-    text starts in the background (`... &`), as a reader would, ends with the text."""
+    first on PATH: tests/conftest.py), in a process group of its own that is stopped after
+    it: a server the text starts in the background (`... &`), as a reader would, ends with
+    the text."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", text], stdout=out,
-                                 stderr=err, text=True, env={**os.environ, **tfyard_on_path()},
-                                 start_new_session=True)
+                                 stderr=err, text=True, start_new_session=True)
         try:
             code = shell.wait(timeout=600)
         finally:
@@ -124,12 +123,6 @@ def bash(text: str) -> str:
         printed, said = out.read(), err.read()
     assert code == 0, f"{text}\n{printed[-2000:]}{said[-3000:]}"
     return printed
-
-
-def tfyard_on_path() -> dict[str, str]:
-    """PATH with this interpreter's `tfyard` first, as an installed tfyard is for a reader
-    (a launcher starts its members' `tfyard` by name)."""
-    return {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
 
 
 def run_python(body: str) -> None:
@@ -161,8 +154,7 @@ def run_block(lang: str, body: str) -> str:
             if isinstance(step, str):
                 printed.write(bash(step))
             else:
-                with mock.patch.dict(os.environ, tfyard_on_path()):
-                    assert main(step[1:]) == 0, step
+                assert main(step[1:]) == 0, step
     return printed.getvalue()
 
 
