@@ -225,11 +225,9 @@ def test_the_tracking_page_runs_as_written_in_the_tours_directory(tour, tmp_path
     assert names == ["a", "tour"]
     with page_port(int(re.search(r"--port (\d+)", serve[1])[1])):
         served = bash(serve[1])
-    answers, rest = [], served.strip()   # curl prints each answer as sent: no newline
-    while rest:
-        answer, end = json.JSONDecoder().raw_decode(rest)
-        answers.append(answer)
-        rest = rest[end:].strip()
+    # each answer as curl prints it (no newline after it), among the server's access lines
+    answers = [json.JSONDecoder().raw_decode(served, found.start())[0]
+               for found in re.finditer(r'\{"predictions"', served)]
     assert [len(answer["predictions"]) for answer in answers] == [1, 1], served
     assert answers[0] == answers[1] and "class_name" in answers[0]["predictions"][0], served
 
