@@ -36,6 +36,10 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 # test checks. The standalone cluster's daemons and executors are given it by their test.
 LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", LEAN_JVM)
+# The suite runs as from its activated venv, as a reader's commands do: this interpreter's
+# `tfyard`, `mlflow`, `uvicorn` and `spark-submit` first on PATH, where a docs page's line, a
+# launcher's member (`-- tfyard train`, a local Ray's actor too) and MLflow find them by name.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
 
 
 HEAVY = ("cluster", "spark", "ray", "slow")

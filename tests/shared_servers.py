@@ -44,15 +44,20 @@ def stop_all(basetemp: Path, timeout: float = 30) -> None:
     """Stop every server the workers under `basetemp` shared, and wait until each has
     gone."""
     for record in sorted((basetemp / DIRECTORY).glob("*.group")):
-        group = int(record.read_text())
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGTERM)
-        for stop in (signal.SIGKILL, None):   # SIGKILL if SIGTERM did not do in `timeout`
-            deadline = time.monotonic() + timeout
-            while _running(group) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if stop and _running(group):
-                os.killpg(group, stop)
+        stop_group(int(record.read_text()), timeout)
+
+
+def stop_group(group: int, timeout: float = 30) -> None:
+    """SIGTERM to the process group `group`, SIGKILL if that did not end it in `timeout`,
+    and back once none of it runs."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    for stop in (signal.SIGKILL, None):
+        deadline = time.monotonic() + timeout
+        while _running(group) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if stop and _running(group):
+            os.killpg(group, stop)
 
 
 def _running(group: int) -> bool:

@@ -5,10 +5,13 @@ blocks is either marked `<!-- run -->` (and run here, in order, in one empty dir
 five-minute tour) or says on its first line that it is not run. So is each block of every
 user page of the docs site (all but architecture.md and api.md), whose marked blocks run
 here too, a page's in order in one directory: the tracking page's against a real `mlflow
-server` on loopback, in a copy of the directory the tour leaves; the data page's bucket
-against moto's S3 server; the fine-tuning page's recipe; the others with the stand-ins for
-what the page assumes the reader has (CIFAR-10 binary files, MNIST, an input function, a
-trained run, photos), written here. Every run is held to `TFYARD_MAX_STEPS` steps, the cap
+server` on loopback, in a copy of the directory the tour leaves, and its registered model
+served; the data page's bucket against moto's S3 server; the fine-tuning page's recipe; the
+others with the stand-ins for what the page assumes the reader has (CIFAR-10 binary files,
+MNIST, an input function, a trained run, photos), written here. A block marked
+`<!-- run: NEED -->` needs a multi-process cluster, Spark or Ray (NEED is the pytest marker,
+`cluster`, `spark` or `ray`) and runs in a test with that marker, so `make test` schedules
+it with the other heavy tests. Every run is held to `TFYARD_MAX_STEPS` steps, the cap
 docs/training.md documents, so a page's full-length command runs as written.
 
 A block runs as written: each shell line that is one plain `tfyard` command through
@@ -23,19 +26,24 @@ tracked `tfyard train`)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
+import json
 import logging
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
 import pytest
 
+from tests import shared_servers
 from tests.data.helpers import write_cifar
 from tests.train.conftest import read_json
 from tfyard.platform import MAX_STEPS
@@ -43,7 +51,9 @@ from tfyard.platform import MAX_STEPS
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 DOCS = ROOT / "docs"
-FENCE = re.compile(r"(<!-- run -->\n)?```(\w+)\n(.*?)```", flags=re.S)
+FENCE = re.compile(r"(?P<mark><!-- run(?:: (?P<need>\w+))? -->\n)?```(?P<lang>\w+)\n"
+                   r"(?P<body>.*?)```", flags=re.S)
+NEEDS = ("cluster", "spark", "ray")   # the pytest markers a block may need
 NOT_RUN = "# not run by the README test: "
 DOCS_NOT_RUN = "# not run by the docs test: "
 USER_PAGES = sorted(path.name for path in DOCS.glob("*.md")
@@ -59,12 +69,14 @@ def page(name: str) -> str:
 
 def fenced(text: str) -> list[tuple[bool, str, str]]:
     """Each top-level code block of `text`: (marked to run, language, body)."""
-    return [(bool(mark), lang, body) for mark, lang, body in FENCE.findall(text)]
+    return [(bool(found["mark"]), found["lang"], found["body"]) for found in FENCE.finditer(text)]
 
 
-def marked(text: str) -> list[tuple[str, str]]:
-    """The blocks of `text` marked `<!-- run -->`: (language, body)."""
-    return [(lang, body) for to_run, lang, body in fenced(text) if to_run]
+def marked(text: str, needs: tuple[str | None, ...] = (None,)) -> list[tuple[str, str]]:
+    """The blocks of `text` marked to run that need one of `needs` (None: nothing, a plain
+    `<!-- run -->`), in the page's order: (language, body)."""
+    return [(found["lang"], found["body"]) for found in FENCE.finditer(text)
+            if found["mark"] and found["need"] in needs]
 
 
 def commands(text: str) -> list[list[str]]:
@@ -97,12 +109,20 @@ def shell_steps(body: str) -> list[list[str] | str]:
 
 def bash(text: str) -> str:
     """What bash printed running `text` in this directory (this interpreter's `tfyard`
-    first on PATH)."""
-    path = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", text], capture_output=True,
-                            text=True, timeout=600, env={**os.environ, "PATH": path})
-    assert result.returncode == 0, f"{text}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"
-    return result.stdout
+    first on PATH: tests/conftest.py), in a process group of its own that is stopped after
+    it: a server the text starts in the background (`... &`), as a reader would, ends with
+    the text."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", text], stdout=out,
+                                 stderr=err, text=True, start_new_session=True)
+        try:
+            code = shell.wait(timeout=600)
+        finally:
+            shared_servers.stop_group(shell.pid)
+        out.seek(0), err.seek(0)
+        printed, said = out.read(), err.read()
+    assert code == 0, f"{text}\n{printed[-2000:]}{said[-3000:]}"
+    return printed
 
 
 def run_python(body: str) -> None:
@@ -185,15 +205,16 @@ def test_the_tracking_page_runs_as_written_in_the_tours_directory(tour, tmp_path
                                                                   mlflow_uri):
     """Its run tracked, an untracked run (the tour's) tracked after the fact, and the
     registered model scoring the tour's first image, against a real `mlflow server` on
-    loopback (the session's)."""
+    loopback (the session's); then that model served by `mlflow models serve` on the port
+    the page names, each of its two requests answered (the server stopped after)."""
     from tests.tracking.conftest import runs
 
     shutil.copytree(tour[0], tmp_path / "tour-dir")
     monkeypatch.chdir(tmp_path / "tour-dir")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "digits")
-    shell, python = marked(page("tracking.md"))
-    assert shell[0] == "sh" and python[0] == "python"
+    shell, python, serve = marked(page("tracking.md"))
+    assert shell[0] == serve[0] == "sh" and python[0] == "python"
     train, track = shell_steps(shell[1])
     assert (train[:2], track[:2]) == (["tfyard", "train"], ["tfyard", "track"])
     run_blocks([("sh", shlex.join(train))])   # in this process, as the tour's lines
@@ -202,13 +223,36 @@ def test_the_tracking_page_runs_as_written_in_the_tours_directory(tour, tmp_path
     names = sorted(found.info.run_name for found in runs(mlflow_uri, "digits"))
     assert "class_name" in printed[-1], printed[-1]
     assert names == ["a", "tour"]
+    with page_port(int(re.search(r"--port (\d+)", serve[1])[1])):
+        served = bash(serve[1])
+    # each answer as curl prints it (no newline after it), among the server's access lines
+    answers = [json.JSONDecoder().raw_decode(served, found.start())[0]
+               for found in re.finditer(r'\{"predictions"', served)]
+    assert [len(answer["predictions"]) for answer in answers] == [1, 1], served
+    assert answers[0] == answers[1] and "class_name" in answers[0]["predictions"][0], served
+
+
+@contextlib.contextmanager
+def page_port(port: int):
+    """The loopback `port` a page's server takes as written, held by this test alone: it
+    is free, and a second run of the suite on this machine (another checkout's) waits for
+    it here rather than meeting this server on it. A page gives its own port, and the text
+    runs as written: so no free port is chosen for it."""
+    with open(Path(tempfile.gettempdir()) / f"tfyard-docs-port-{port}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                pytest.fail(f"port {port}, which the page names, is taken here: {exc}")
+        yield
 
 
 def not_run(name: str) -> list[tuple[str, int, str]]:
     """Each block of the user page `name` not marked to run: (page, line, its first line)."""
     text = page(name)
-    return [(name, text[:found.start()].count("\n") + 1, found[3].split("\n", 1)[0])
-            for found in FENCE.finditer(text) if not found[1]]
+    return [(name, text[:found.start()].count("\n") + 1, found["body"].split("\n", 1)[0])
+            for found in FENCE.finditer(text) if not found["mark"]]
 
 
 @pytest.mark.parametrize("name", USER_PAGES)
@@ -225,12 +269,21 @@ def test_a_user_page_block_not_run_says_why(name, line, first):
         f"{name}:{line} is neither marked <!-- run --> nor says why it is not run: {first}"
 
 
-def run_page(name: str, directory: Path, monkeypatch) -> list[str]:
-    """The marked blocks of the page `name`, in order in `directory`, each run held to
-    STEPS steps: what each printed."""
+def run_page(name: str, directory: Path, monkeypatch,
+             needs: tuple[str | None, ...] = (None,)) -> list[str]:
+    """The blocks of the page `name` marked to run that need one of `needs` (as `marked`),
+    in order in `directory`, each run held to STEPS steps: what each printed."""
     monkeypatch.chdir(directory)
     monkeypatch.setenv(MAX_STEPS, str(STEPS))
-    return run_blocks(marked(page(name)))
+    return run_blocks(marked(page(name), needs))
+
+
+def test_a_block_needs_what_a_heavy_marker_names():
+    """A block's NEED is a marker of pyproject.toml's that its test carries: a misspelt one
+    would leave the block run by no test."""
+    for name in ("README.md", *USER_PAGES):
+        text = README if name == "README.md" else page(name)
+        assert {found["need"] for found in FENCE.finditer(text)} <= {None, *NEEDS}, name
 
 
 @pytest.mark.parametrize("command", ["tfyard cluster show", "--name job-a"],
@@ -251,6 +304,38 @@ def test_the_scale_page_runs_as_written(tmp_path, monkeypatch):
     printed = run_page("scale.md", tmp_path, monkeypatch)
     assert "strategy:   parameter_server" in printed[0], printed[0]
     assert (tmp_path / "tfyard-k8s.yaml").is_file() and (tmp_path / "Dockerfile").is_file()
+
+
+def assert_trained(run: Path, strategy: str) -> None:
+    summary = read_json(run / "summary.json")
+    assert (summary["strategy"], summary["final_step"]) == (strategy, STEPS), summary
+
+
+@pytest.mark.cluster
+def test_the_scale_pages_local_clusters_run_as_written(tmp_path, monkeypatch):
+    """An all-reduce pair, then a chief, two workers, a parameter server and an evaluator:
+    every member a process on 127.0.0.1."""
+    run_page("scale.md", tmp_path, monkeypatch, ("cluster",))
+    assert_trained(tmp_path / "out", "multi_worker_mirrored")
+    assert_trained(tmp_path / "out-ps", "parameter_server")
+
+
+@pytest.mark.spark
+def test_the_scale_pages_spark_block_runs_as_written(tmp_path, monkeypatch):
+    """`launch spark` on a local master, started in this process as a reader's `tfyard`
+    starts it."""
+    pytest.importorskip("pyspark")
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    run_page("scale.md", tmp_path, monkeypatch, ("spark",))
+    assert_trained(tmp_path / "out-spark", "multi_worker_mirrored")
+
+
+@pytest.mark.ray
+def test_the_scale_pages_ray_block_runs_as_written(ray_address, tmp_path, monkeypatch):
+    """On the suite's local Ray, which `launch ray` without `--address` uses: the Ray this
+    process is connected to."""
+    run_page("scale.md", tmp_path, monkeypatch, ("ray",))
+    assert_trained(tmp_path / "out-ray", "multi_worker_mirrored")
 
 
 INPUT = """
@@ -275,10 +360,12 @@ def write_cifar10(root: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_the_training_page_runs_as_written(tmp_path, monkeypatch):
     """With stand-ins for what the page leaves to the reader (CIFAR-10 and MNIST files,
-    `nets/data.py`'s input function, the checkout's examples/); the modules a block imports
-    from the directory are forgotten after."""
+    `nets/data.py`'s input function, the checkout's examples/), the user's model trained on
+    a local cluster too; the modules a block imports from the directory are forgotten
+    after."""
     from tests.examples.test_seed_scripts import write_mnist_npz
 
     write_cifar10(tmp_path / "cifar-10-batches-bin")
@@ -288,7 +375,7 @@ def test_the_training_page_runs_as_written(tmp_path, monkeypatch):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.setattr(sys, "path", list(sys.path))
     try:
-        run_page("training.md", tmp_path, monkeypatch)
+        run_page("training.md", tmp_path, monkeypatch, (None, "cluster"))
     finally:
         for name in ("nets.mine", "nets.data", "nets"):
             sys.modules.pop(name, None)
@@ -300,6 +387,7 @@ def test_the_training_page_runs_as_written(tmp_path, monkeypatch):
         ("nets.mine:build", "Adam")
     assert summaries["out_fit"]["final_step"] == summaries["digits-run"]["final_step"] == STEPS
     assert (tmp_path / "mnist-run" / "mnist.h5").is_file()
+    assert_trained(tmp_path / "mine2", "multi_worker_mirrored")
 
 
 FINE_TUNE = page("fine-tuning.md")

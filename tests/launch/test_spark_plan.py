@@ -1,14 +1,16 @@
-"""The Spark launcher's pure parts: who each task is, and how a stage failure is reported."""
+"""The Spark launcher's pure parts: who each task is, the environment every member gets, and
+how a stage failure is reported."""
 
 from __future__ import annotations
 
 import pytest
 
 from tfyard.errors import UserError
-from tfyard.launch.context import Context
+from tfyard.launch.context import Context, passed_env
 from tfyard.launch.roster import Member
 from tfyard.launch.spark import _failure_record, _member_error, spark_roster
 from tfyard.launch.supervise import Failure
+from tfyard.platform import MAX_STEPS
 
 
 def test_tasks_are_ps_then_chief_then_workers_then_evaluator():
@@ -38,3 +40,11 @@ def test_context_paths_are_absolute_against_the_driver_directory():
     assert ctx.absolute_path("data/cifar") == "/jobs/run1/data/cifar"
     assert ctx.absolute_path("/abs") == "/abs"
     assert ctx.absolute_path("hdfs://nn/x") == "hdfs://nn/x"
+
+
+def test_the_step_cap_reaches_members_wherever_they_run(monkeypatch):
+    """A Ray actor's or a Spark executor's environment is its node's, not the launcher's:
+    TFYARD_MAX_STEPS travels with the members' own settings (a docs page's `launch ray` ran
+    its full 2002 steps without it)."""
+    monkeypatch.setenv(MAX_STEPS, "3")
+    assert passed_env()[MAX_STEPS] == "3"

@@ -98,13 +98,12 @@ def model_server(model_uri: str, env: dict, log):
     """`mlflow models serve` of `model_uri` in this environment (`--env-manager local`) on
     127.0.0.1, its stderr written to `log`; its URL once it answers /ping."""
     port = free_port()
-    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
     with open(log, "wb") as stderr:
         server = subprocess.Popen(
             [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
              "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
-            env={**os.environ, **env, "PATH": path})   # uvicorn beside this Python
+            env={**os.environ, **env})   # uvicorn beside this Python: tests/conftest.py
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 300   # TensorFlow's import and the model's load

@@ -11,14 +11,16 @@ import pickle
 import sys
 from dataclasses import dataclass
 
+from tfyard.platform import MAX_STEPS
 from tfyard.storage import scheme_of, stores
 
 PAYLOAD_MODULE = "tfyard.launch.context"
 # Driver environment that members also get, wherever their executor or actor runs: these
-# names (TensorFlow's op threads: a member's share of its node, as tune sets it), MLflow's
-# settings (a tracked run's chief logs from its executor or actor) and the stores' (a run or
-# data in a bucket is reached as the driver reaches it).
-PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTRAOP_THREADS")
+# names (TensorFlow's op threads: a member's share of its node, as tune sets it; the step cap,
+# which holds every run), MLflow's settings (a tracked run's chief logs from its executor or
+# actor) and the stores' (a run or data in a bucket is reached as the driver reaches it).
+PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTRAOP_THREADS",
+                MAX_STEPS)
 PASS_PREFIXES = ("MLFLOW_", *stores.SETTINGS)
 
 
