@@ -23,6 +23,7 @@ GPU_TFLOPS = (
     ("H100", (989.0, 989.0, 494.5, 67.0)),
     ("A100", (312.0, 312.0, 156.0, 19.5)),
     ("L40S", (362.0, 362.0, 183.0, 91.6)),
+    ("L40", (181.0, 181.0, 90.5, 90.5)),
     ("A10", (125.0, 125.0, 62.5, 31.2)),
     ("L4", (121.0, 121.0, 60.0, 30.3)),
     ("V100", (None, 125.0, None, 15.7)),
@@ -97,9 +98,9 @@ def gpu_peak(name: str, count: int, dtype: str, tf32: bool) -> Peak:
     for card, tflops in GPU_TFLOPS:
         if card in name:
             column = _COLUMN.get(dtype, 2 if tf32 and tflops[2] else 3)
-            value, kind = tflops[column], ("bfloat16", "float16", "TF32", "float32")[column]
+            value, kind = tflops[column], ("BF16", "FP16", "TF32", "FP32")[column]
             if value is None:
-                value, kind = tflops[3], f"float32 (no {dtype} units)"
+                value, kind = tflops[3], f"FP32 (no {dtype} units)"
             return Peak(count * value * 1e12, f"{count} x {card} at {value:g} TFLOP/s dense "
                         f"{kind}, from the data sheet")
     return Peak(None, f"{name} is not in tfyard's table of cards "
