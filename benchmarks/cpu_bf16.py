@@ -3,8 +3,10 @@
 
 Each side is one process, as a user runs it, and the sides take turns round after round in
 an order rotated each round, so a neighbour's burst on a shared machine hits them alike:
-- `tfyard DTYPE [--flag ...] [VAR=VALUE ...]`: `tfyard bench train --json` (the real
-  Trainer, no files), its median images/sec over windows of --steps_per_loop steps;
+- `tfyard DTYPE [--flag ...] [VAR=VALUE ...] [onednn_amp]`: `tfyard bench train --json` (the
+  real Trainer, no files), its median images/sec over windows of --steps_per_loop steps;
+  `onednn_amp` turns on TensorFlow's graph rewrite to bfloat16 for oneDNN first (meant for a
+  float32 model: the alternative to Keras' mixed policy);
 - `fit [VAR=VALUE ...]`: the script a user writes: the model under `mixed_bfloat16`,
   `compile(SGD momentum)`, `fit` at Keras' defaults on one batch made once and repeated,
   timed between epoch ends (epochs of --steps_per_loop steps).
@@ -24,6 +26,9 @@ import time
 
 CASES = {"resnet50": (224, 1000, 16), "cifar_resnet20": (32, 10, 128)}  # side, classes, batch
 SIDES = ("tfyard float32", "tfyard bfloat16", "fit")
+AMP = ("import sys, tensorflow as tf; tf.config.optimizer.set_experimental_options("
+       "{'auto_mixed_precision_onednn_bfloat16': True}); from tfyard.cli import main; "
+       "sys.exit(main(sys.argv[1:]))")
 RATIOS = (("tfyard bfloat16", "tfyard float32"), ("tfyard bfloat16", "fit"))
 
 
@@ -53,15 +58,15 @@ def run_side(args, side: str) -> dict:
     """One side in a fresh process: its figures (images/sec; FLOP/s too for tfyard)."""
     words = side.split()
     env = {**os.environ, **dict(w.split("=", 1) for w in words if "=" in w)}
-    flags = [w for w in words[1:] if "=" not in w]
+    flags = [w for w in words[1:] if "=" not in w and w != "onednn_amp"]
     common = ["--model", args.model, "--batch_size", str(args.batch_size),
               "--steps", str(args.steps), "--warmup_steps", str(args.warmup_steps),
               "--steps_per_loop", str(args.steps_per_loop)]
     if words[0] == "fit":
         argv = [sys.executable, os.path.abspath(__file__), "--child", *common]
     else:
-        argv = [sys.executable, "-m", "tfyard", "bench", "train", "--json", "--dtype",
-                *flags, *common]
+        start = ["-c", AMP] if "onednn_amp" in words else ["-m", "tfyard"]
+        argv = [sys.executable, *start, "bench", "train", "--json", "--dtype", *flags, *common]
     out = subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout
     return json.loads(out.splitlines()[-1])
 
