@@ -109,7 +109,7 @@ def main() -> None:
         print(f"  {side:<40} {statistics.median(values):8.2f}")
     print("ratios (median over rounds of the ratio within a round; > 1: faster):")
     pairs = RATIOS if args.sides == list(SIDES) else \
-        [(side, args.sides[0]) for side in args.sides[1:]]
+        [(side, base) for at, side in enumerate(args.sides) for base in args.sides[:at]]
     for name, base in pairs:
         ratio = statistics.median(a / b for a, b in zip(rates[name], rates[base], strict=True))
         print(f"  {name:<40} / {base:<20} {ratio:5.2f}x")

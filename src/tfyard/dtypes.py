@@ -17,6 +17,7 @@ CHOICES = (*DTYPES, AUTO)
 # The /proc/cpuinfo flags of instructions that multiply bfloat16 (oneDNN's kernels use them).
 CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 GPU_BF16_CAPABILITY = (8, 0)   # Ampere: the first NVIDIA tensor cores with bfloat16
+ASKED = "as --dtype asked"   # the reason for a dtype given outright
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,6 @@ class Choice:
 
     dtype: str
     reason: str
-
-
-def asked(dtype: str) -> Choice:
-    return Choice(dtype, "as --dtype asked")
 
 
 def cpu_flags(cpuinfo: str) -> frozenset[str]:

@@ -41,7 +41,7 @@ class RunContext:
     plat: Platform
     cluster: ClusterConfig
     plan: Plan
-    dtype_reason: str = "as --dtype asked"   # why options.dtype (`settle_dtype`)
+    dtype_reason: str = dtypes.ASKED   # why options.dtype (`settle_dtype`)
 
 
 @dataclass
