@@ -13,10 +13,13 @@ import sys
 import numpy as np
 import pytest
 
+from tfyard.bench.flops import forward_flops
 from tfyard.bench.train import steady_windows
 from tfyard.cli import build_parser, main
 from tfyard.cli.bench import member_args
+from tfyard.dtypes import DTYPES
 from tfyard.errors import UserError
+from tfyard.models import create_model
 
 TINY = ["--model", "cifar_resnet8", "--image_size", "16", "--steps", "4",
         "--warmup_steps", "2", "--steps_per_loop", "2"]
@@ -42,7 +45,16 @@ def jpeg_records(tmp_path_factory):
 
 
 def test_train_json_has_the_figures(capsys):
-    result = run_json(capsys, "bench", "train", *TINY, "--batch_size", "8", "--json")
+    result = run_json(capsys, "bench", "train", *TINY, "--batch_size", "8", "--dtype", "auto",
+                      "--json")
+    assert result["dtype"] in DTYPES and result["dtype_reason"].startswith("auto: ")
+    assert result["flops_per_step"] == 3 * 8 * forward_flops(
+        create_model("cifar_resnet8", 10, (16, 16, 3)))
+    assert result["achieved_flops_per_sec"] == pytest.approx(
+        result["flops_per_step"] * result["images_per_sec"] / 8)
+    assert "core(s) x" in result["peak_how"] and "3 x forward" in result["flops_how"]
+    assert result["peak_fraction"] == pytest.approx(
+        result["achieved_flops_per_sec"] / result["peak_flops_per_sec"])
     assert result["model"] == "cifar_resnet8"
     assert result["data"] == "synthetic_cifar10" and result["image_size"] == 16
     assert result["global_batch"] == 8 and result["strategy"] == "one_device"
@@ -58,8 +70,9 @@ def test_train_prints_rate_step_time_and_memory(capsys):
     assert main(["bench", "train", *TINY, "--batch_size", "4", "--dtype", "bfloat16",
                  "--no_jit_compile"]) == 0
     out = capsys.readouterr().out
-    assert "cifar_resnet8 on synthetic_cifar10 16px, bfloat16, XLA off" in out
-    for label in ("images/sec", "step time", "peak memory", "2 warm-up steps excluded"):
+    assert "cifar_resnet8 on synthetic_cifar10 16px, bfloat16 (as --dtype asked), XLA off" in out
+    for label in ("images/sec", "step time", "peak memory", "2 warm-up steps excluded",
+                  "FLOPs/step", "GFLOP/s peak ("):
         assert label in out
 
 

@@ -46,14 +46,17 @@ def launch(tmp_path, work, layout: list[str], *train_flags, tracking=None, shown
 
 def test_two_worker_all_reduce_ends_with_identical_weights(tmp_path, digits_work, mlflow_uri,
                                                            experiment):
+    """--dtype auto: worker 1 takes worker 0's answer (both on this machine's hardware)."""
     result = launch(tmp_path, digits_work, ["--workers", "2"], "--train_steps", "40",
-                    "--eval_every_epochs", "100", tracking=(mlflow_uri, experiment),
-                    shown=True)
+                    "--eval_every_epochs", "100", "--dtype", "auto",
+                    tracking=(mlflow_uri, experiment), shown=True)
     progress = [line for line in result.stdout.splitlines() if "] step " in line]
     assert progress and all(line.startswith("[worker:0] step ") for line in progress)
     members = digits_work / "members"
     first, second = read_json(members / "worker-0.json"), read_json(members / "worker-1.json")
     assert first["strategy"] == "multi_worker_mirrored" and first["replicas"] == 2
+    assert first["dtype"] == second["dtype"] == read_json(tmp_path / "run.json")["dtype"]
+    assert f"{first['dtype']} (auto: " in result.stdout
     assert first["final_step"] == second["final_step"] == 40
     assert first["weights_digest"] == second["weights_digest"]
     assert_learned(tmp_path)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfyard.models.factory import scoped_dtype_policy
 from tfyard.train.fused import fuse_batch_norm
 
 
@@ -52,6 +53,23 @@ def test_mixed_precision_keeps_the_compute_dtype():
     x = tf.random.stateless_normal([2, 8, 8, 3], seed=[3, 4])
     ours = fused.layers[2](tf.cast(fused.layers[1](x), tf.bfloat16), training=True)
     assert ours.dtype == tf.bfloat16
+
+
+def test_half_precision_activations_reach_the_op_uncast():
+    """bfloat16 in and out of FusedBatchNormV3 itself, no float32 copy around it, and the
+    numbers within bfloat16's rounding of Keras' own."""
+    with scoped_dtype_policy("mixed_bfloat16"):
+        plain, fused = twins()
+    fuse_batch_norm(fused)
+    x = tf.random.stateless_normal([6, 8, 8, 3], seed=[5, 6]) * 3.0 + 1.0
+    step = tf.function(lambda x: fused(x, training=True))
+    ops = step.get_concrete_function(x).graph.get_operations()
+    norms = [op for op in ops if op.type == "FusedBatchNormV3"]
+    assert len(norms) == 2 and all(op.get_attr("T") == tf.bfloat16 for op in norms)
+    np.testing.assert_allclose(step(x), plain(x, training=True), atol=0.05)
+    for ours, theirs in zip(fused.non_trainable_weights, plain.non_trainable_weights,
+                            strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=0.02, atol=0.02)
 
 
 RENORM = pytest.param({"renorm": True}, marks=pytest.mark.skipif(

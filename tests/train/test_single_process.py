@@ -143,6 +143,25 @@ def test_mixed_precision_trains(tmp_path, digits_work, dtype):
     assert records[-1]["loss"] < records[0]["loss"]
 
 
+def test_auto_dtype_on_a_resume_is_the_one_run_json_recorded(tmp_path, digits_work, capsys):
+    """A run started in float16 and resumed with --dtype auto goes on in float16, whatever
+    this machine would pick: its first line says so, and run.json keeps why."""
+    flags = [*[flag for flag in FAST if flag != "--quiet"], "--image_size", "8", "--output_dir",
+             tmp_path, "--work_dir", digits_work, "--no_export", "--eval_every_epochs", "100"]
+    main_here("train", *flags, "--train_steps", "5", "--dtype", "float16")
+    assert read_json(tmp_path / "run.json")["dtype_reason"] == "as --dtype asked"
+    capsys.readouterr()
+    main_here("train", *flags, "--train_steps", "10", "--dtype", "auto")
+    first = next(line for line in capsys.readouterr().out.splitlines()
+                 if line.startswith("tfyard: cifar_resnet8 on digits"))
+    assert ", float16 (auto: as run.json recorded at the run's first start), " in first
+    record = read_json(tmp_path / "run.json")
+    assert record["dtype"] == "float16" and record["dtype_reason"].startswith("auto: as run")
+    summary = read_json(tmp_path / "summary.json")
+    assert (summary["dtype"], summary["resumed_from_step"], summary["final_step"]) == \
+        ("float16", 5, 10)
+
+
 def test_a_seeded_runs_weights_ignore_what_drew_from_pythons_random(tmp_path, digits_work,
                                                                     monkeypatch):
     """Keras draws each initializer's seed from Python's global random: a store client

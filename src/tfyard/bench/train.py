@@ -56,12 +56,12 @@ def prepare_member(options: TrainOptions, scratch: str | None = None):
     if plan.behaviour != "train":
         raise UserError(f"bench runs training members only, not a {cluster.role}; "
                         "drop ps/evaluator from TF_CONFIG")
-    from tfyard.train.build import RunContext, prepare, start_strategy
+    from tfyard.train.build import RunContext, prepare, settle_dtype, start_strategy
     from tfyard.train.task.task import make_task
 
-    context = RunContext(options, plat, cluster, plan)
-    strategy = start_strategy(context)
-    prepared = prepare(context, make_task(options, plat), strategy)
+    strategy = start_strategy(RunContext(options, plat, cluster, plan))
+    context = settle_dtype(RunContext(options, plat, cluster, plan), options.startup_timeout)
+    prepared = prepare(context, make_task(context.options, plat), strategy)
     return prepared, plat, cluster, plan
 
 
@@ -94,9 +94,11 @@ def _measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None,
             tf.profiler.experimental.stop()
     windows = steady_windows(rates, math.ceil(warmup_steps / options.steps_per_loop))
     rate = statistics.median(windows)
+    dtype = prepared.context.options.dtype
     return {
         "model": prepared.task.identity()["model"], "data": plat.data_dir or options.dataset,
-        "image_size": prepared.shape[0], "dtype": options.dtype,
+        "image_size": prepared.shape[0], "dtype": dtype,
+        "dtype_reason": prepared.context.dtype_reason,
         "jit_compile": trainer.config.jit_compile, "strategy": plan.strategy,
         "devices": strategies.describe_devices(plat.num_gpus),
         "replicas": prepared.replicas, "workers": max(1, cluster.num_workers),
@@ -106,7 +108,26 @@ def _measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None,
         "window_images_per_sec": windows,
         "images_per_sec": rate, "step_time_ms": 1000.0 * numbers.global_batch / rate,
         **peak_memory(plat.num_gpus),
+        **flop_rates(prepared.model, numbers.global_batch, rate, plat.num_gpus, dtype),
     }
+
+
+def flop_rates(model, global_batch: int, images_per_sec: float, num_gpus: int,
+               dtype: str) -> dict:
+    """FLOPs a step (counted from the layers), FLOP/s achieved, the devices' peak in `dtype`
+    and the fraction reached, each count saying how it was made."""
+    from tfyard.bench import flops, peak
+    from tfyard.distribute.strategy import gpu_cards
+
+    per_step = flops.step_flops(model, global_batch)
+    achieved = per_step and per_step * images_per_sec / global_batch
+    top = peak.this_machine(gpu_cards(num_gpus), dtype)
+    return {"flops_per_step": per_step, "flops_how": flops.HOW if per_step else
+            "not counted: a layer does not say its output shape (a subclassed model)",
+            "achieved_flops_per_sec": achieved, "peak_flops_per_sec": top.flops_per_sec,
+            "peak_how": top.how,
+            "peak_fraction": achieved / top.flops_per_sec if achieved and top.flops_per_sec
+            else None}
 
 
 def peak_memory(num_gpus: int) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tfyard import platform
+from tfyard.dtypes import AUTO
 from tfyard.errors import UserError
 from tfyard.flags.declared import flag_type, positive_int
 from tfyard.train.options import add_option_arguments
@@ -145,7 +146,8 @@ def _train(args) -> int:
         print(json.dumps(result, sort_keys=True))
         return 0
     print(f"bench train: {result['model']} on {result['data']} {result['image_size']}px, "
-          f"{result['dtype']}, XLA {'on' if result['jit_compile'] else 'off'}, "
+          f"{result['dtype']} ({result['dtype_reason']}), "
+          f"XLA {'on' if result['jit_compile'] else 'off'}, "
           f"{result['strategy']} x{result['replicas']}, global batch {result['global_batch']}, "
           f"{result['devices']}")
     print(f"  images/sec   {result['images_per_sec']:10.1f}  (median of {result['windows']} "
@@ -154,7 +156,22 @@ def _train(args) -> int:
     print(f"  step time    {result['step_time_ms']:10.1f} ms")
     print(f"  peak memory  {result['peak_memory_bytes'] / 2**20:10.1f} MiB "
           f"({result['peak_memory_of']})")
+    _print_flops(result)
     return 0
+
+
+def _print_flops(result: dict) -> None:
+    """The FLOPs lines of `bench train`: a step's count, the rate reached, the peak."""
+    if not result["flops_per_step"]:
+        print(f"  FLOPs/step   {'?':>10}  ({result['flops_how']})")
+        return
+    print(f"  FLOPs/step   {result['flops_per_step'] / 1e9:10.1f} G  ({result['flops_how']})")
+    achieved = result["achieved_flops_per_sec"] / 1e9
+    if result["peak_fraction"] is None:
+        print(f"  achieved     {achieved:10.1f} GFLOP/s; peak unknown ({result['peak_how']})")
+        return
+    print(f"  achieved     {achieved:10.1f} GFLOP/s = {result['peak_fraction']:.1%} of "
+          f"{result['peak_flops_per_sec'] / 1e9:.0f} GFLOP/s peak ({result['peak_how']})")
 
 
 def _data(args) -> int:
@@ -166,9 +183,14 @@ def _data(args) -> int:
     from tfyard.process import envvars
 
     limit = args.data_cache_limit or envvars.size("TFYARD_DATA_CACHE_LIMIT")
+    dtype = args.dtype
+    if dtype == AUTO:
+        from tfyard.train.build import machine_dtype
+
+        dtype = machine_dtype(platform.resolve(create=False).num_gpus).dtype
     result = measure(args.dataset, args.data_dir, args.batch_size, args.image_size,
                      args.windows, args.window_batches, args.warmup_batches,
-                     args.data_threads, args.dtype, limit)
+                     args.data_threads, dtype, limit)
     if args.json:
         print(json.dumps(result, sort_keys=True))
         return 0

@@ -107,14 +107,18 @@ def _put_back_run_file(run: str, output_dir: str) -> None:
         put_back(run, output_dir, RUN_FILE, leased=True)
 
 
+def demo_options(output_dir: str, epochs: float = DEMO_EPOCHS) -> TrainOptions:
+    """The demo's run (also what benchmarks/bf16_accuracy.py trains in both dtypes)."""
+    return TrainOptions(
+        model="cifar_resnet20", dataset="digits", image_size=16, output_dir=output_dir,
+        batch_size=64, learning_rate=0.1, epochs=epochs, lr_schedule="cosine",
+        warmup_epochs=1, weight_decay=5e-4, eval_every_epochs=5, seed=1, num_gpus="0")
+
+
 def _demo(args) -> int:
     from tfyard.train.job import train
 
-    options = TrainOptions(
-        model="cifar_resnet20", dataset="digits", image_size=16, output_dir=args.output_dir,
-        batch_size=64, learning_rate=0.1, epochs=args.epochs, lr_schedule="cosine",
-        warmup_epochs=1, weight_decay=5e-4, eval_every_epochs=5, seed=1, num_gpus="0")
-    summary = train(options)
+    summary = train(demo_options(args.output_dir, args.epochs))
     top1 = summary["eval"]["top1"]
     rate = summary["mean_images_per_sec"]
     print(f"\ndemo: validation accuracy {top1:.2%} after {summary['epochs']:.0f} epochs, "

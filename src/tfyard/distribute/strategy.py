@@ -145,6 +145,19 @@ def _card_field(card: str, field: str) -> str:
     return fields.get(field, "?")
 
 
+def gpu_cards(num_gpus: int) -> list[tuple[str, tuple[int, int]]]:
+    """(name, compute capability) of each GPU a member trains on: what decides `--dtype
+    auto` and the peak a benchmark is measured against. Call once the strategy is made."""
+    if not num_gpus:
+        return []
+    from tfyard import compat
+
+    return [(_card_field(card, "name"),
+             tuple(int(n) for n in _card_field(card, "compute capability").split(".")
+                   if n.isdigit()) or (0, 0))
+            for _, _, card in compat.local_gpus()[:num_gpus]]
+
+
 def shares_a_card(devices: list[str]) -> bool:
     """Whether some of these logical GPUs were carved from one card: NCCL refuses two ranks
     on one GPU, so their all-reduce goes through one device instead."""
@@ -224,18 +237,28 @@ def cluster_start(plan: Plan, cluster: ClusterConfig, chief_id: str | None,
     cluster with it). None for the other strategies (their other members write no run)."""
     if plan.strategy != "multi_worker_mirrored":
         return None
+    shared = chiefs_word(cluster, START_KEY, chief_id or "", timeout,
+                         "which start of the cluster this is")
+    return chief_id if cluster.is_coordinator else shared
+
+
+def chiefs_word(cluster: ClusterConfig, key: str, value: str, timeout: float,
+                what: str) -> str:
+    """The coordinator's `value` under `key`, on every member of an all-reduce cluster: the
+    coordinator shares it in the coordination service, the others wait for it (one line
+    after `timeout` s). Call once the strategy has formed the cluster."""
     import tensorflow as tf
 
     from tfyard import compat
 
     if cluster.is_coordinator:
-        compat.share_in_cluster(START_KEY, chief_id or "")
-        return chief_id
+        compat.share_in_cluster(key, value)
+        return value
     try:
-        return compat.shared_in_cluster(START_KEY, int(timeout * 1000))
+        return compat.shared_in_cluster(key, int(timeout * 1000))
     except tf.errors.OpError:
-        raise UserError(f"all-reduce training: the chief did not say which start of the "
-                        f"cluster this is within {timeout:.0f}s; check that it runs, or raise "
+        raise UserError(f"all-reduce training: the chief did not say {what} within "
+                        f"{timeout:.0f}s; check that it runs, or raise "
                         "--startup_timeout") from None
 
 

@@ -4,6 +4,7 @@ model, optimizer, input and evaluation functions, and the `Trainer`. No files ar
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -11,7 +12,7 @@ from dataclasses import dataclass, replace
 import keras
 import tensorflow as tf
 
-from tfyard import compat
+from tfyard import compat, dtypes
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.strategy import Plan
@@ -24,6 +25,7 @@ from tfyard.train.loop import StepConfig, Trainer, model_evaluation
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import TrainOptions
 from tfyard.train.rundir.checkpoint import machine_settings
+from tfyard.train.rundir.directory import read_run
 from tfyard.train.task.recipes import RECIPES, Resolved
 from tfyard.train.task.task import Task
 from tfyard.train.weights.pretrained import start_from_weights
@@ -39,6 +41,7 @@ class RunContext:
     plat: Platform
     cluster: ClusterConfig
     plan: Plan
+    dtype_reason: str = dtypes.ASKED   # why options.dtype (`settle_dtype`)
 
 
 @dataclass
@@ -65,6 +68,38 @@ class Prepared:
 
 def dtype_policy(dtype: str) -> str | None:
     return None if dtype == "float32" else policy_name(dtype)
+
+
+DTYPE_KEY = "tfyard_dtype"   # the chief's `--dtype auto` answer, for all-reduce members
+
+
+def settle_dtype(context: RunContext, timeout: float) -> RunContext:
+    """The context with `--dtype auto` replaced by the dtype the run computes in, and why:
+    the one run.json recorded when the run resumes (its checkpoints hold it), else what this
+    machine computes natively (`tfyard.dtypes`). All-reduce members take the chief's answer
+    through the coordination service and refuse in one line when their own hardware answers
+    otherwise. Call once the strategy has formed the cluster."""
+    options, cluster = context.options, context.cluster
+    if options.dtype != dtypes.AUTO:
+        return context
+    own = machine_dtype(context.plat.num_gpus)
+    before = (read_run(context.plat.output_dir) or {}).get("dtype")
+    choice = dtypes.recorded(before) if before in dtypes.DTYPES else own
+    if context.plan.strategy == "multi_worker_mirrored":
+        word = json.loads(strategies.chiefs_word(
+            cluster, DTYPE_KEY, json.dumps([choice.dtype, choice.reason, own.dtype,
+                                            own.reason]), timeout, "its --dtype auto"))
+        choice, chiefs_own = dtypes.Choice(*word[:2]), dtypes.Choice(*word[2:])
+        refusal = dtypes.disagreement(chiefs_own, own, f"{cluster.role} {cluster.task_index}")
+        if refusal:
+            raise UserError(refusal)
+    return replace(context, options=options.with_updates(dtype=choice.dtype),
+                   dtype_reason=choice.reason)
+
+
+def machine_dtype(num_gpus: int) -> dtypes.Choice:
+    """What `--dtype auto` means on this process's first `num_gpus` GPUs, else its CPU."""
+    return dtypes.for_this_machine(strategies.gpu_cards(num_gpus), compat.onednn_enabled())
 
 
 def input_pipelines(plan, cluster) -> int:

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tfyard import compat
 
+HALF_DTYPES = (tf.bfloat16, tf.float16)   # FusedBatchNormV3's T besides float32; U stays float32
 MIN_EPSILON = 1e-5  # cuDNN's smallest; tf.nn's wrapper would even raise it to 1.001e-5
 
 
@@ -39,7 +40,10 @@ def _fused_call(self, inputs, training=None, mask=None):
     """Keras' BatchNormalization.call, computed by FusedBatchNormV3 on 4-D inputs."""
     if mask is not None or inputs.shape.rank != 4:
         return type(self).call(self, inputs, training=training, mask=mask)
-    x = tf.cast(inputs, tf.float32)   # statistics in float32, as Keras computes them
+    # The op takes bfloat16 and float16 activations as they are and accumulates its
+    # statistics in float32 as Keras does: a cast each way around it was 2 more passes over
+    # every activation of a mixed-precision step (benchmarks/RESULTS.md, issue 66).
+    x = inputs if inputs.dtype in HALF_DTYPES else tf.cast(inputs, tf.float32)
     channels = x.shape[-1]
     gamma = tf.cast(self.gamma, tf.float32) if self.scale else tf.ones([channels])
     beta = tf.cast(self.beta, tf.float32) if self.center else tf.zeros([channels])

@@ -105,16 +105,19 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
                         "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
     with published(plat, cluster, options.startup_timeout) as run, \
             take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
+        from tfyard.train.build import RunContext, settle_dtype
         from tfyard.train.task.task import make_task
 
         if plan.behaviour == "evaluate":
             from tfyard.train.evaluate import run_sidecar
 
+            options = settle_dtype(RunContext(options, plat, cluster, plan),
+                                   options.startup_timeout).options
             task = make_task(options, plat, model, data, eval_data, num_classes,
                              class_names=class_names)
             refuse_other_run(plat.output_dir, **task.identity())
             return run_sidecar(options, plat, task)
-        from tfyard.train.build import RunContext, prepare, start_strategy
+        from tfyard.train.build import prepare, start_strategy
         from tfyard.train.outside import preemption
 
         preemption.install()  # SIGTERM: save at the current step, exit 143
@@ -127,7 +130,10 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
         # the chief of its own start reconciled
         plat = run.joined(lambda token: strategies.cluster_start(
             plan, cluster, token, options.startup_timeout))
-        context = RunContext(options, plat, cluster, plan)
+        # which dtype, once the members can agree on it; run.json keeps it for a resume
+        context = settle_dtype(RunContext(options, plat, cluster, plan),
+                               options.startup_timeout)
+        options = context.options
         task = make_task(options, plat, model, data, eval_data, num_classes, strategy,
                          class_names)
         refuse_other_run(plat.output_dir, **task.identity())
@@ -294,6 +300,7 @@ def run_record(prepared: Prepared) -> dict:
             "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
             "warmup_steps": numbers.warmup_steps,
             "per_replica_batch": numbers.per_replica_batch, "init": prepared.init,
+            "dtype_reason": context.dtype_reason,
             **run_shape(prepared)}
 
 
@@ -327,7 +334,8 @@ def _announce(prepared: Prepared, restored: str | None, start: int, tracker) -> 
     log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
              f"({identity['num_classes']} classes, "
              f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {replicas} "
-             f"replica(s) [{plan.reason}], {options.dtype}, {xla}, "
+             f"replica(s) [{plan.reason}], {options.dtype} "
+             f"({prepared.context.dtype_reason}), {xla}, "
              f"{strategies.describe_devices(gpus)}"
              f"{GPU_SEED if gpus and options.seed is not None else ''}")
     log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "

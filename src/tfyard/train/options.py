@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from tfyard import platform
 from tfyard.distribute.strategy import STRATEGIES
-from tfyard.dtypes import DTYPES
+from tfyard.dtypes import CHOICES as DTYPE_CHOICES
 from tfyard.flags import Parser
 from tfyard.flags.declared import (
     Checked,
@@ -132,8 +132,11 @@ class RunOptions(Checked):
                                   help="total steps; overrides --epochs")
     steps_per_loop: int = opt(10, check=positive_int, group=HOW,
                               help="steps run per tf.function call (default: {default})")
-    dtype: str = opt("float32", choices=DTYPES,
-                     help="compute dtype; float16 uses dynamic loss scaling")
+    dtype: str = opt("float32", choices=DTYPE_CHOICES,
+                     help="compute dtype; float16 uses dynamic loss scaling; auto: bfloat16 "
+                     "where the hardware computes it natively (a CPU with AMX or "
+                     "AVX512_BF16, a GPU of compute capability 8.0+), else float32; run.json "
+                     "keeps the answer for a resume (default: {default})")
     jit_compile: bool | None = opt(None, "--xla", negate=("--no_jit_compile", "--no_xla"),
                                    help="compile the step with XLA (default: on GPUs, and on a "
                                    "CPU without TensorFlow's faster oneDNN kernels; off for "
