@@ -7,6 +7,7 @@ import pytest
 from tests.conftest import run_tfyard
 from tests.tune.conftest import write_space
 from tfyard.cli import main
+from tfyard.errors import UserError
 
 GOOD = {"learning_rate": {"loguniform": [0.001, 1.0]}}
 
@@ -90,3 +91,29 @@ def test_help_names_every_flag():
                  "--max_failures", "--on", "--address", "--workers", "--cpus_per_member",
                  "--gpus_per_member", "--output_dir", "TRAIN OPTIONS"):
         assert flag in result.stdout
+
+
+SMI = """0, GPU-5e1a, 81559
+1, GPU-77b2, 81559
+"""
+
+
+def test_trials_sharing_a_gpu_each_get_a_trials_memory_or_are_refused():
+    """Round-robin over 2 GPUs of 81,559 MiB (nvidia-smi's rows): 79 trials a GPU fit,
+    80 do not; each GPU is found by its index or its UUID, an unknown one is not checked."""
+    from tfyard.tune.checked import gpu_shares, memory_of, refuse_starved
+
+    memory = memory_of(["0", "GPU-77b2", "7"], SMI)
+    assert memory == {"0": 81559, "GPU-77b2": 81559}
+    refuse_starved(gpu_shares(["0", "GPU-77b2"], 158), memory)
+    with pytest.raises(UserError, match=r"--parallel 160: 80 trials would share GPU 0's 81559 "
+                       r"MiB, 1019 MiB each, under the 1024 MiB .*give --parallel 158 or fewer"):
+        refuse_starved(gpu_shares(["0", "GPU-77b2"], 160), memory)
+    refuse_starved(gpu_shares(["7"], 500), memory)   # its memory unknown: nothing refused
+
+
+def test_without_nvidia_smi_no_gpu_memory_is_known(monkeypatch, tmp_path):
+    from tfyard.tune.checked import gpu_memory_mib
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_memory_mib(["0"]) == {}

@@ -6,12 +6,18 @@ the same and a typo costs no training. Both doors build the same `TuneSettings` 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 
 from tfyard.errors import UserError
 from tfyard.train.options import add_train_arguments, options_from_args
 from tfyard.tune import onray
 from tfyard.tune.settings import TuneSettings
 from tfyard.tune.space import RefusingParser
+
+# The least GPU memory a trial sharing a GPU may get: TensorFlow's CUDA context, cuDNN and
+# cuBLAS take about half of it before the first tensor.
+TRIAL_GPU_MIB = 1024
 
 EVALUATIONS = 10   # a trial's evaluations, the pruner's rungs
 
@@ -150,7 +156,9 @@ def _split(parallel: int, num_gpus: str | None) -> tuple[int | None, tuple[str, 
     if parallel > cores:
         raise UserError(f"--parallel {parallel}: this machine has {cores} CPU core(s); run at "
                         f"most {cores} trials at once")
-    shares = gpu_shares([] if num_gpus == "0" else visible_gpu_ids(), parallel)
+    gpus = [] if num_gpus == "0" else visible_gpu_ids()
+    shares = gpu_shares(gpus, parallel)
+    refuse_starved(shares, gpu_memory_mib(gpus))
     threads = cores // parallel if parallel > 1 else None
     split = (f"{parallel} trials at a time, {threads} of {cores} CPU cores each "
              f"(TF_NUM_INTRAOP_THREADS={threads})") if threads else \
@@ -169,6 +177,46 @@ def gpu_shares(gpus: list[str], parallel: int) -> tuple[str, ...]:
         return tuple(gpus[slot % len(gpus)] for slot in range(parallel))
     each = len(gpus) // parallel
     return tuple(",".join(gpus[slot * each:(slot + 1) * each]) for slot in range(parallel))
+
+
+def gpu_memory_mib(gpus: list[str]) -> dict[str, int]:
+    """Each of `gpus`' memory in MiB (a CUDA_VISIBLE_DEVICES name: an index or a UUID), as
+    nvidia-smi reports it; {} without nvidia-smi, where nothing is checked."""
+    smi = shutil.which("nvidia-smi")
+    if not gpus or not smi:
+        return {}
+    try:
+        table = subprocess.run([smi, "--query-gpu=index,uuid,memory.total",
+                                "--format=csv,noheader,nounits"], capture_output=True,
+                               text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return memory_of(gpus, table)
+
+
+def memory_of(gpus: list[str], table: str) -> dict[str, int]:
+    """`gpus`' memory in MiB from nvidia-smi's CSV rows `index, uuid, memory.total`."""
+    memory = {}
+    for row in table.splitlines():
+        index, uuid, total = ([*(cell.strip() for cell in row.split(",")), "", ""])[:3]
+        if total.isdigit():
+            memory[index] = memory[uuid] = int(total)
+    return {gpu: memory[gpu] for gpu in gpus if gpu in memory}
+
+
+def refuse_starved(shares: tuple[str, ...], memory: dict[str, int]) -> None:
+    """Refuse trial slots that share a GPU (`shares`, `gpu_shares`) so many ways that each
+    gets less than `TRIAL_GPU_MIB` of its `memory` (MiB by GPU), naming the most that fit."""
+    shared = [gpu for gpu in dict.fromkeys(shares) if gpu in memory and shares.count(gpu) > 1]
+    starved = [gpu for gpu in shared if memory[gpu] // shares.count(gpu) < TRIAL_GPU_MIB]
+    if not starved:
+        return
+    gpu = starved[0]
+    fit = len(set(shares)) * min(memory[g] // TRIAL_GPU_MIB for g in set(shares) if g in memory)
+    raise UserError(f"--parallel {len(shares)}: {shares.count(gpu)} trials would share GPU "
+                    f"{gpu}'s {memory[gpu]} MiB, {memory[gpu] // shares.count(gpu)} MiB each, "
+                    f"under the {TRIAL_GPU_MIB} MiB a TensorFlow trial needs; give --parallel "
+                    f"{max(fit, 1)} or fewer, or --num_gpus 0 to train on the CPUs")
 
 
 def _described_shares(shares: tuple[str, ...]) -> str:
