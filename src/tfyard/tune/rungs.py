@@ -22,7 +22,7 @@ from tfyard.tune.study import import_optuna
 
 FIRST_RUNG = "tfyard.first_rung"   # the study's user attribute: the first rung's Optuna step
 PRUNERS = ("median", "asha")   # the schedulers that prune at rungs
-HALVING = 3   # successive halving keeps a third at each rung
+HALVING = 4   # successive halving keeps a quarter at each rung (Optuna's default)
 
 
 @dataclass
