@@ -19,7 +19,8 @@ settled model, not a snapshot at a high rate:
   [0.001, 0.8], 3 epochs, 8 trials, ASHA at its default first rung (past the first epoch
   and the warm-up), for 5 seeds, against a 3-point learning-rate grid (0.001, 0.028, 0.8)
   at the full budget: no study's best may fall below the grid's worst point. Prints each
-  study's best and where its trials were pruned.
+  study's best, its steps and where its trials were pruned; `--rung_scheduler median`
+  or `none` runs the same studies with another scheduler.
 - overhead: a study of 8 trials at --parallel 2, each ~20 s of training (4x --epochs);
   everything outside the trials' own training (process start-up, TensorFlow import, model
   build, study I/O, scheduling) is the 2 slots' time less the trials' own `wall_time_sec`
@@ -123,12 +124,12 @@ def rungs(root: str, args) -> None:
     for seed in args.rung_seeds:
         place = os.path.join(root, f"rungs-{seed}")
         found = study(place, {"learning_rate": {"loguniform": [0.001, 0.8]}}, 8, RUNG_EPOCHS,
-                      scheduler="asha", seed=seed,
+                      scheduler=args.rung_scheduler, seed=seed,
                       **({"min_resource": args.min_resource} if args.min_resource else {}))
         bests.append(found["best_value"])
         print(f"rungs seed {seed}: best {found['best_value']:.4f} "
-              f"({found['best_params']}), {found['trials']['pruned']} of 8 pruned, at "
-              f"evaluation(s) {sorted(pruned_at(place))}", flush=True)
+              f"({found['best_params']}), {found['steps']} steps, {found['trials']['pruned']} "
+              f"of 8 pruned, at evaluation(s) {sorted(pruned_at(place))}", flush=True)
     held = all(best >= values[0] for best in bests)
     print(f"rungs: worst best {min(bests):.4f} over seeds {args.rung_seeds} against the grid's "
           f"worst point {values[0]:.4f}: {'held' if held else 'NOT held'} (grid "
@@ -197,6 +198,8 @@ def main() -> int:
     parser.add_argument("--min_resource", type=float, help="rungs: the studies' first "
                         "rung in epochs (default: tune's, past the first epoch); 0.3, the "
                         "first evaluation, prunes as tune did before")
+    parser.add_argument("--rung_scheduler", default="asha", choices=("asha", "median", "none"),
+                        help="rungs: the studies' scheduler (which fits a slow learner's budget)")
     parser.add_argument("--no_grid", action="store_true", help="asha: the ASHA studies "
                         "alone (seeds run side by side in several processes; compare by hand)")
     args = parser.parse_args()

@@ -467,3 +467,34 @@ def test_the_placing_check_sees_each_way_around_replace():
     assert placing_calls("tfyard.data.convert", old) == [
         "os.replace", "os.rename", "shutil.move", "out / name.write_text",
         "Path(p).write_bytes", "tf.io.gfile.rename"]
+
+
+# TensorFlow's and Keras's internal modules, named in code (an import, or a module name as a
+# string), which only `tfyard.compat` may use: an upgrade is checked there.
+INTERNAL = ("tensorflow.python", "keras.src", "tensorflow_core")
+
+
+def internal_names(module: str, source: str | None = None) -> list[str]:
+    """The internal TensorFlow and Keras modules `module` imports or names in a string."""
+    tree = ast.parse(MODULES[module].read_text() if source is None else source)
+    named = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names]
+    named += [node.module for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module]
+    named += [node.value for node in ast.walk(tree)
+              if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    return [name for name in named if name.startswith(INTERNAL)]
+
+
+def test_tensorflows_internals_live_in_compat_alone():
+    wrong = {module: names for module in MODULES if module != "tfyard.compat"
+             for names in [internal_names(module)] if names}
+    assert not wrong, f"TensorFlow or Keras internals outside tfyard.compat: {wrong}"
+
+
+def test_the_internals_check_sees_an_import_and_a_name():
+    planted = ("from tensorflow.python.eager import context\nimport keras.src.backend\n"
+               "SKIP = {'tensorflow.python.keras.engine.training_v1': 'scipy'}\n")
+    assert internal_names("tfyard.keras_startup", planted) == [
+        "keras.src.backend", "tensorflow.python.eager",
+        "tensorflow.python.keras.engine.training_v1"]

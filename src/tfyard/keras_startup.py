@@ -21,9 +21,9 @@ import sys
 # importer -> the imports it makes only for what tfyard never uses
 OPTIONAL = {"keras": frozenset({"sklearn", "matplotlib", "pandas"}),
             "tensorboard.compat.tensorflow_stub.io.gfile": frozenset({"boto3", "fsspec"}),
-            # TensorFlow's own legacy Keras (tf.compat.v1's), which `import tensorflow` loads
-            "tensorflow.python.keras.engine.training_v1": frozenset({"scipy"}),
-            "tensorflow.python.keras.engine.training_arrays_v1": frozenset({"scipy"})}
+            # TensorFlow's own legacy Keras (tf.compat.v1's), which `import tensorflow`
+            # loads; scipy is no TensorFlow dependency, so each of its imports is guarded
+            "tensorflow": frozenset({"scipy"})}
 
 
 def _importing(module: str) -> bool:
