@@ -20,6 +20,7 @@ import tempfile
 import uuid
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.storage import stores
 from tfyard.storage.amend import amend_object
 from tfyard.storage.location import BUCKET_SCHEMES, Location, location, scheme_of
@@ -159,7 +160,7 @@ def run_copy(url: str, work_dir: str | None) -> str:
     the URL), is moved here first: the rerun that its stop line asked for finds it."""
     from tfyard.storage import mirror
 
-    place = _output_place(url, "--output_dir", "PREFIX")
+    place = _output_place(url, OUTPUT_FLAG, "PREFIX")
     copy = mirror.copy_root(place, os.path.join(work_dir or default_cache(), "bucket-runs"))
     if work_dir is None:
         _move_old_copy(mirror.copy_root(place, os.path.join(default_work(url), "bucket-runs")),
@@ -182,7 +183,7 @@ def _move_old_copy(old: str, copy: str) -> None:
 
 def default_work(url: str) -> str:
     """The work dir of a run in the bucket `url` when no --work_dir is given."""
-    place = location(url, "--output_dir")
+    place = location(url, OUTPUT_FLAG)
     return os.path.join(default_cache(), "work", place.scheme, place.bucket,
                         *filter(None, place.key.split("/")))
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.train.options import add_train_arguments, options_from_args
 from tfyard.tune import onray
 from tfyard.tune.settings import TuneSettings
@@ -41,7 +42,7 @@ def search(settings: TuneSettings, train_argv=()):
     shared, given = _train_options(train_argv)
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                 shared.mlflow_optional)
-    if in_bucket(s.output_dir, "--output_dir"):
+    if in_bucket(s.output_dir, OUTPUT_FLAG):
         _check_bucket(s.storage)
     params = read_space(s.space)
     both = sorted(given.keys() & {p.name for p in params})
@@ -59,7 +60,7 @@ def search(settings: TuneSettings, train_argv=()):
     studies.import_optuna()
     place = StudyPlace(s.output_dir)
     if place.url:   # the checks that ask a server: after every check that does not
-        require_writable(s.output_dir, "--output_dir")
+        require_writable(s.output_dir, OUTPUT_FLAG)
     tracked = usable(tracked)
     threads, gpus = _split(s.parallel, shared.num_gpus) if ray is None else (ray.threads, ())
     checked = Search(

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, fields, replace
 
 from tfyard.errors import PAUSED_EXIT_CODE, UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.launch.forked import ForkServer
 from tfyard.launch.supervise import (
     Stopped,
@@ -285,7 +286,7 @@ def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
     if runs:
         runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
     command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
-               "--output_dir", run_dir, "--work_dir", work_dir]
+               OUTPUT_FLAG, run_dir, "--work_dir", work_dir]
     every = None
     if search.evaluations:   # the pruner's rungs, at the same share of every trial
         every = (search.budget, params.get(search.budget, search.length) / search.evaluations)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.runfiles.layout import CHECKPOINTS, POINTER
-
-FLAG = "--output_dir"
 
 
 def send_save(objects, place, files: list[str], pointer: str, names: set[str]) -> None:
@@ -18,10 +17,10 @@ def send_save(objects, place, files: list[str], pointer: str, names: set[str]) -
     prefix in the store `objects`); `names`, what the prefix holds, gains what went up."""
     for file in sorted(files, key=lambda path: (path.endswith(".index"), path)):
         name = f"{CHECKPOINTS}/{os.path.basename(file)}"
-        objects.upload(file, place.child(name), FLAG)
+        objects.upload(file, place.child(name), OUTPUT_FLAG)
         names.add(name)
     text = held_only(os.path.dirname(pointer), names)
-    objects.put(place.child(f"{CHECKPOINTS}/{POINTER}"), text.encode(), FLAG)
+    objects.put(place.child(f"{CHECKPOINTS}/{POINTER}"), text.encode(), OUTPUT_FLAG)
     names.add(f"{CHECKPOINTS}/{POINTER}")
 
 
