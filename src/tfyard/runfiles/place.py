@@ -36,7 +36,7 @@ class StudyPlace:
 
     def work_dir(self, number: int) -> str:
         """Trial `number`'s --work_dir, on this machine."""
-        return os.path.join(self.home.work, f"{number:04d}")
+        return self.home.trial_work(number)
 
     def local_run(self, run_dir: str, work_dir: str) -> str:
         """Where the run `run_dir` is written on this machine: itself, or in a bucket its

@@ -22,7 +22,7 @@ import time
 from tfyard import tracking
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
-from tfyard.runfiles.layout import RUN_FILE, RunDirectory, StudyDirectory
+from tfyard.runfiles.layout import RUN_FILE, RunDirectory, StudyDirectory, trial_name
 from tfyard.storage import amend_object, location
 from tfyard.tracking.mlflow_run import Tracker, created, failure, log_params
 
@@ -68,7 +68,7 @@ class StudyRuns:
         run_id = trial.user_attrs.get(CHILD)
         if run_id is None:
             run = created(self.mlflow, self.settings, f"{trial.study.study_name}-"
-                          f"{trial.number:04d}", {"mlflow.parentRunId": self.parent.run_id,
+                          f"{trial_name(trial.number)}", {"mlflow.parentRunId": self.parent.run_id,
                                                   "tfyard.output_dir": run_dir,
                                                   "tfyard.trial": str(trial.number)})
             run_id = run.info.run_id

@@ -25,7 +25,7 @@ import tempfile
 
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
-from tfyard.runfiles.layout import CHECKPOINTS, POINTER, RUN_FILE, RunDirectory
+from tfyard.runfiles.layout import CHECKPOINTS, INDEX, POINTER, RUN_FILE, RunDirectory
 from tfyard.storage import amend_object, location, mirror, stores
 from tfyard.train.rundir.directory import STARTS, checkpoint_paths, started
 from tfyard.train.rundir.lease import take_bucket_lease
@@ -46,7 +46,7 @@ def hand_over(donor: str, recipient: str, copy: str, schedule: str) -> None:
         files = [os.path.join(folder, name) for name in os.listdir(folder) if name != POINTER]
         with take_bucket_lease(recipient):
             held = {entry.name for entry in objects.listing(target, OUTPUT_FLAG)}
-            index = f"{CHECKPOINTS}/{saved}.index"
+            index = f"{CHECKPOINTS}/{saved}{INDEX}"
             if index in held:
                 objects.delete(target.child(index), OUTPUT_FLAG)
             kept = {name for name in held if not name.startswith(CHECKPOINTS + "/")}

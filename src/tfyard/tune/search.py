@@ -24,7 +24,6 @@ from tfyard.launch.supervise import (
     stops_held,
 )
 from tfyard.runfiles.files import LocalFiles
-from tfyard.runfiles.layout import LOGS
 from tfyard.runfiles.place import StudyPlace
 from tfyard.tracking import Settings
 from tfyard.tracking.study import StudyRuns
@@ -301,7 +300,7 @@ def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
         command += ["--pause_at_step", str(population.pause(study))]
     if search.ray:
         command = search.ray.command(command)
-    log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
+    log_path = place.home.trial_log(trial.number)
     where = "" if devices is None else f" on GPU(s) {devices}"
     print(f"tune: trial {trial.number} {verb}{where}: {_shown(params)}", flush=True)
     reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node

@@ -58,7 +58,7 @@ from tfyard.runfiles.layout import (
     POINTER,
     RunDirectory,
 )
-from tfyard.storage import location, mirror, stores, upload_file
+from tfyard.storage import DATA_COPIES, location, mirror, stores, upload_file
 from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.directory import checkpoint_paths
@@ -258,7 +258,7 @@ class BucketRun:
         wait_reconciled(plat.output_url, start, self.wait_s)
         place = location(plat.output_url, OUTPUT_FLAG)
         root, _ = mirror.pulled_run(place, mirror.copy_root(
-            place, os.path.join(plat.work_dir, "bucket-data")), OUTPUT_FLAG, leave={LEASE})
+            place, os.path.join(plat.work_dir, DATA_COPIES)), OUTPUT_FLAG, leave={LEASE})
         return dataclasses.replace(plat, output_dir=root)
 
 

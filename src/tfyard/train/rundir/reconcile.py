@@ -31,6 +31,7 @@ from tfyard.runfiles.layout import (
     SET_ASIDE,
     RunDirectory,
     appended,
+    checkpoint_step,
 )
 from tfyard.storage import mirror, stores
 from tfyard.storage.location import Location
@@ -88,7 +89,7 @@ def _continues(place: Location, run: RunDirectory, theirs: dict[str, Entry],
     if bucket_step is None:   # no checkpoint there: nothing the copy could undo
         return True
     local = _latest(run.checkpoints)
-    if local is None or _number(local) < bucket_step:
+    if local is None or checkpoint_step(local) < bucket_step:
         return False
     if RUN_FILE not in theirs:
         return True
@@ -175,7 +176,7 @@ def _bucket_step(place: Location) -> int | None:
         RunDirectory(theirs).files.write_whole(os.path.join(theirs, POINTER),
                                                text.decode("utf-8", "replace"))
         latest = _latest(theirs)
-    return None if latest is None else _number(latest)
+    return None if latest is None else checkpoint_step(latest)
 
 
 def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
@@ -183,7 +184,7 @@ def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
     """Upload the copy's latest checkpoint when the bucket's (at `bucket_step`) is older or
     absent: its files, then the pointer; their names added to `names`."""
     local = _latest(run.checkpoints) if run.files.has(run.pointer) else None
-    if local is None or (bucket_step is not None and bucket_step >= _number(local)):
+    if local is None or (bucket_step is not None and bucket_step >= checkpoint_step(local)):
         return
     log.info(f"tfyard: uploading {os.path.basename(local)}, which {run.root} holds and "
              f"{place} does not yet")
@@ -195,8 +196,3 @@ def _latest(checkpoints: str) -> str | None:
     """The latest checkpoint the pointer in `checkpoints` names (`.../ckpt-N`), if any."""
     named = checkpoint_paths(checkpoints)
     return named[0] if named else None
-
-
-def _number(checkpoint: str) -> int:
-    """N of `.../ckpt-N`."""
-    return int(checkpoint.rpartition("-")[2])
