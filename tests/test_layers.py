@@ -394,7 +394,8 @@ def test_the_seam_checks_see_the_old_bypasses():
 
 # One definition of each twin: the checks read the source, so a second copy fails them.
 ONE_HOME = {"scheme": "tfyard.storage.location", "liveness": "tfyard.process.liveness",
-            "environment number": "tfyard.process.envvars", "sender": "tfyard.process.sender"}
+            "environment number": "tfyard.process.envvars", "sender": "tfyard.process.sender",
+            "affinity": "tfyard.process.cpus"}
 
 
 def _in_fstrings(tree: ast.AST) -> set[int]:
@@ -418,7 +419,7 @@ def _name(node: ast.AST) -> str | None:
 def twins(source: str) -> set[str]:
     """Which of the one-home tests `source` does itself: a scheme by "://", a process's
     liveness by signal 0 or /proc/PID, a number by int() or float() of the environment, a
-    retrying sender by a backoff of its own."""
+    retrying sender by a backoff of its own, the usable CPUs by the affinity call."""
     tree = ast.parse(source)
     pieces, found = _in_fstrings(tree), set()
     for node in ast.walk(tree):
@@ -437,6 +438,8 @@ def twins(source: str) -> set[str]:
             found.add("environment number")
         elif (_name(node) or "").lstrip("_") == "backoff":
             found.add("sender")
+        elif isinstance(node, ast.Attribute) and node.attr == "sched_getaffinity":
+            found.add("affinity")
     return found
 
 
@@ -458,6 +461,8 @@ def test_the_twin_checker_sees_the_old_copies():
         "sender": "def _run(self):\n    backoff = 1.0\n    while True:\n        try:\n"
                   "            self._send()\n        except OSError:\n"
                   "            time.sleep(backoff)\n            backoff = min(backoff * 2, 10)\n",
+        "affinity": "cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') "
+                    "else os.cpu_count() or 1\n",
     }
     for kind, source in old.items():
         assert twins(source) == {kind}, kind

@@ -27,6 +27,7 @@ from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import LOOPBACK, reserved_ports
 from tfyard.launch.roster import roster
 from tfyard.launch.supervise import Outcome, Policy, supervise
+from tfyard.process.cpus import usable_cpus
 
 _GUARD = """import os, signal, sys
 sys.stdin.read()
@@ -57,8 +58,7 @@ WARN_PER_CORE, MAX_PER_CORE = 2, 8
 
 def check_cores(members: int, cores: int | None = None) -> str | None:
     """Refuse more members than this machine can run; a warning line when it is crowded."""
-    cores = cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else os.cpu_count() or 1)
+    cores = cores or len(usable_cpus())
     if members > MAX_PER_CORE * cores:
         raise UserError(
             f"{members} members on {cores} CPU core(s) is more than {MAX_PER_CORE} a core; "

@@ -5,12 +5,12 @@ the same and a typo costs no training. Both doors build the same `TuneSettings` 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
+from tfyard.process.cpus import usable_cpus
 from tfyard.train.options import add_train_arguments, options_from_args
 from tfyard.tune import onray
 from tfyard.tune.settings import TuneSettings
@@ -152,8 +152,7 @@ def _split(parallel: int, num_gpus: str | None) -> tuple[int | None, tuple[str, 
     Prints how the machine was split, tune's first line (Ray places its trials itself)."""
     from tfyard.platform import visible_gpu_ids
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-        else os.cpu_count() or 1
+    cores = len(usable_cpus())
     if parallel > cores:
         raise UserError(f"--parallel {parallel}: this machine has {cores} CPU core(s); run at "
                         f"most {cores} trials at once")

@@ -36,6 +36,7 @@ import tensorflow as tf
 from tfyard.distribute.lost import is_peer_loss
 from tfyard.errors import UserError, disk_reason, plain_op_error
 from tfyard.process import envvars, liveness
+from tfyard.process.cpus import usable_cpus
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import (
     CHECKPOINT_PREFIX,
@@ -231,7 +232,7 @@ def seed_states(model) -> list:
 def machine_settings() -> dict:
     """TensorFlow's version and effective thread pools: their sizes decide how reductions
     split, so they change the bits of a step."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = len(usable_cpus())
     threading = tf.config.threading
     return {
         "tensorflow": tf.__version__, "cpus": cpus,
