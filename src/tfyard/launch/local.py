@@ -104,6 +104,13 @@ def guard(pid: int) -> subprocess.Popen:
 def stop_group(proc: subprocess.Popen, grace: float) -> None:
     """SIGTERM the process group, SIGKILL whatever is left after `grace` s; reap all."""
     signal_group(proc, signal.SIGTERM)
+    end_group(proc, grace)
+
+
+def end_group(proc: subprocess.Popen, grace: float) -> None:
+    """The one end of a group `spawn` started (or a fork server's, alike): its leader waited
+    for up to `grace` s, then SIGKILL to whatever is left of the group; the leader and its
+    guard reaped."""
     try:
         proc.wait(grace)
     except subprocess.TimeoutExpired:

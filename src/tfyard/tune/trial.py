@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from tfyard.flags import OUTPUT_FLAG
 from tfyard.launch.forked import ForkServer
-from tfyard.launch.local import pump, signal_group
+from tfyard.launch.local import end_group, pump, signal_group
 from tfyard.runfiles.layout import METRICS, REPORTS, RUN_FILE, RunDirectory
 from tfyard.storage import in_bucket, read_object
 from tfyard.tune.rungs import Rungs
@@ -132,12 +132,7 @@ class RunningTrial:
 
     def wait(self) -> None:
         """Wait for a stopped run to save and exit (SIGKILL after GRACE_S)."""
-        try:
-            self.proc.wait(max(0.0, GRACE_S - (time.monotonic() - (self._term_at or 0))))
-        except subprocess.TimeoutExpired:
-            signal_group(self.proc, signal.SIGKILL)
-            self.proc.wait()
-        self._end()
+        self._end(max(0.0, GRACE_S - (time.monotonic() - (self._term_at or 0))))
 
     def tail(self, lines: int = 3) -> str:
         """The last lines the run printed, for its failure's one line."""
@@ -145,10 +140,8 @@ class RunningTrial:
             last = [line.strip() for line in stream.readlines()[-lines:]]
         return " | ".join(line for line in last if line)
 
-    def _end(self) -> None:
-        signal_group(self.proc, signal.SIGKILL)   # grandchildren that outlived the leader
-        self.proc.guard.stdin.close()
-        self.proc.guard.wait()
+    def _end(self, grace: float = 0.0) -> None:
+        end_group(self.proc, grace)
         self._pump.join(5)
         self._log.close()
 
