@@ -242,8 +242,6 @@ OTHER_FILES: dict[tuple[str, str], str] = {
 }
 
 
-
-
 def _homes() -> dict[str, tuple[set[str], str]]:
     """The modules besides the layout that spell a name of it, each its own, with why."""
     from tfyard.flags import OUTPUT_FLAG
@@ -326,8 +324,8 @@ def test_run_file_names_are_spelled_in_one_module():
 
 
 def test_the_name_check_sees_the_old_spellings():
-    """It must be able to fail: the names this layout took in are caught where they were,
-    and in their homes only the home's own name passes."""
+    """It must be able to fail: the names this layout took in are caught where they were
+    (a message's prose aside), and in their homes only the home's own name passes."""
     old = ('FLAG = "--output_dir"\n'
            'def saves(run, number, work, step):\n'
            '    found = glob(os.path.join(run, "ckpt-*.index")) + [run + ".index"]\n'
