@@ -36,6 +36,7 @@ its sub-rooms (`docs/architecture.md`).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -241,13 +242,28 @@ OTHER_FILES: dict[tuple[str, str], str] = {
 }
 
 
+def _homes() -> dict[str, tuple[set[str], str]]:
+    """The modules besides the layout that spell a name of it, each its own, with why."""
+    from tfyard.flags import OUTPUT_FLAG
+    from tfyard.storage.location import DATA_COPIES, RUN_COPIES, STREAMED
+
+    return {
+        "tfyard.storage.location": ({DATA_COPIES, STREAMED, RUN_COPIES}, "a work dir's folders "
+                                    "of bucket copies: storage lies below the layout"),
+        "tfyard.flags": ({OUTPUT_FLAG}, "the run directory's flag: flags import nothing of "
+                         "tfyard, so every layer, storage included, imports it"),
+    }
+
+
 def _run_file_names() -> tuple[set[str], set[str]]:
-    """The layout's names: those no other string means (`run.json`), and the common words
-    (`export`, `checkpoint`) that only name a run file where a path is built of them."""
+    """The layout's names (and its homes'): those no other string means (`run.json`), and
+    the common words (`export`, `checkpoint`) that only name a run file where a path is
+    built of them."""
     from tfyard.runfiles import layout
 
     names = {value for key, value in vars(layout).items()
              if key.isupper() and isinstance(value, str)} | {layout.METRICS + layout.REPORTS}
+    names |= {name for spelled, _ in _homes().values() for name in spelled}
     # `work` and `logs` also name folders that are not a run's: the cache's of bucket runs'
     # work dirs (storage.default_work), a study's of its trials' logs (tune.search)
     others = {layout.WORK, layout.LOGS}
@@ -272,20 +288,31 @@ def _dotted(node: ast.AST) -> str:
 
 def spelled_run_files(module: str, source: str | None = None) -> list[str]:
     """Where `module` spells a run file's name: a string that is one, or a path with one
-    as a part (`f"{run}/run.json"`), or a common word joined into a path."""
+    as a part (`f"{run}/run.json"`), or a common word joined into a path; a checkpoint's
+    name or pattern (`ckpt-`) outside prose; the trial numbering (`:04d`). A home spells
+    its own names."""
+    from tfyard.runfiles.layout import CHECKPOINT_PREFIX
+
     names, common = _run_file_names()
+    own = _homes().get(module, (set(), ""))[0]
     tree = ast.parse(MODULES[module].read_text() if source is None else source)
     skip, found = _docstrings(tree), []
     joined = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
               and _dotted(node.func) in ("os.path.join", "posixpath.join") for arg in node.args}
+    specs = {id(part) for node in ast.walk(tree) if isinstance(node, ast.FormattedValue)
+             and node.format_spec is not None for part in node.format_spec.values}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str) \
                 or id(node) in skip:
             continue
-        parts = set(node.value.split("/"))
-        a_path = id(node) in joined or "/" in node.value and " " not in node.value
-        if parts & names or a_path and parts & common:
+        parts = set(node.value.split("/")) - own
+        prose = " " in node.value
+        a_path = id(node) in joined or "/" in node.value and not prose
+        if parts & names or a_path and parts & common \
+                or re.search(rf"(?<![\w-]){CHECKPOINT_PREFIX}-", node.value) and not prose:
             found.append(f"{module}:{node.lineno} {node.value!r}")
+        elif id(node) in specs and node.value == "04d":
+            found.append(f"{module}:{node.lineno} ':04d'")
     return found
 
 
@@ -293,6 +320,24 @@ def test_run_file_names_are_spelled_in_one_module():
     spelled = [line for module in MODULES if module != NAMES
                for line in spelled_run_files(module)]
     assert not spelled, f"run file names spelled outside {NAMES}:\n" + "\n".join(spelled)
+    assert set(_homes()) <= set(MODULES)
+
+
+def test_the_name_check_sees_the_old_spellings():
+    """It must be able to fail: the names this layout took in are caught where they were
+    (a message's prose aside), and in their homes only the home's own name passes."""
+    old = ('FLAG = "--output_dir"\n'
+           'def saves(run, number, work, step):\n'
+           '    found = glob(os.path.join(run, "ckpt-*.index")) + [run + ".index"]\n'
+           '    log.info(f"saved checkpoint ckpt-{step}")\n'
+           '    return found, f"{number:04d}", os.path.join(work, "bucket-data"), f"ckpt-{step}"\n')
+    spelled = sorted(line.split(" ", 1)[1] for line in spelled_run_files("tfyard.tune.trial", old))
+    assert not spelled_run_files("tfyard.tune.trial", 'PRIVATE = "tfyard-ckpt-"\n')
+    assert spelled == ["'--output_dir'", "'.index'", "':04d'", "'bucket-data'", "'ckpt-'",
+                       "'ckpt-*.index'"]
+    assert "'bucket-data'" not in str(spelled_run_files("tfyard.storage.location", old))
+    assert "'--output_dir'" not in str(spelled_run_files("tfyard.flags", old))
+    assert len(spelled_run_files("tfyard.flags", old)) == len(spelled) - 1
 
 
 def _readers_of_run_files() -> list[str]:
@@ -347,7 +392,8 @@ def test_the_seam_checks_see_the_old_bypasses():
 
 # One definition of each twin: the checks read the source, so a second copy fails them.
 ONE_HOME = {"scheme": "tfyard.storage.location", "liveness": "tfyard.process.liveness",
-            "environment number": "tfyard.process.envvars", "sender": "tfyard.process.sender"}
+            "environment number": "tfyard.process.envvars", "sender": "tfyard.process.sender",
+            "affinity": "tfyard.process.cpus"}
 
 
 def _in_fstrings(tree: ast.AST) -> set[int]:
@@ -371,7 +417,7 @@ def _name(node: ast.AST) -> str | None:
 def twins(source: str) -> set[str]:
     """Which of the one-home tests `source` does itself: a scheme by "://", a process's
     liveness by signal 0 or /proc/PID, a number by int() or float() of the environment, a
-    retrying sender by a backoff of its own."""
+    retrying sender by a backoff of its own, the usable CPUs by the affinity call."""
     tree = ast.parse(source)
     pieces, found = _in_fstrings(tree), set()
     for node in ast.walk(tree):
@@ -390,6 +436,8 @@ def twins(source: str) -> set[str]:
             found.add("environment number")
         elif (_name(node) or "").lstrip("_") == "backoff":
             found.add("sender")
+        elif isinstance(node, ast.Attribute) and node.attr == "sched_getaffinity":
+            found.add("affinity")
     return found
 
 
@@ -411,6 +459,8 @@ def test_the_twin_checker_sees_the_old_copies():
         "sender": "def _run(self):\n    backoff = 1.0\n    while True:\n        try:\n"
                   "            self._send()\n        except OSError:\n"
                   "            time.sleep(backoff)\n            backoff = min(backoff * 2, 10)\n",
+        "affinity": "cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') "
+                    "else os.cpu_count() or 1\n",
     }
     for kind, source in old.items():
         assert twins(source) == {kind}, kind

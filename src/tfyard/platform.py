@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from tfyard import storage
 from tfyard.errors import UserError
-from tfyard.flags import rename_flags
+from tfyard.flags import OUTPUT_FLAG, rename_flags
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import LOGS, WORK
 
@@ -125,7 +125,7 @@ def resolve(
     output = pick(output_dir, "output_dir") or "output"
     work, logs = pick(work_dir, "work_dir"), pick(log_dir, "log_dir")
     url = None
-    if storage.in_bucket(output, "--output_dir"):
+    if storage.in_bucket(output, OUTPUT_FLAG):
         url, given, work = output, work, _local_work(output, work)
         output = storage.run_copy(url, given)
         logs = _in_run_copy(logs, url, output)

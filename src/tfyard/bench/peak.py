@@ -8,11 +8,11 @@ tensor-core figures from their makers' data sheets.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
 from tfyard.dtypes import cpuinfo
+from tfyard.process.cpus import usable_cpus
 
 # card (matched in this order within TensorFlow's name) -> dense TFLOP/s: bfloat16,
 # float16, TF32 (what TensorFlow runs float32 convolutions and matmuls in on Ampere and
@@ -115,4 +115,4 @@ def this_machine(cards: list[tuple[str, tuple[int, int]]], dtype: str) -> Peak:
 
         return gpu_peak(cards[0][0], len(cards), dtype,
                         tf.config.experimental.tensor_float_32_execution_enabled())
-    return cpu_peak(cpuinfo(), len(os.sched_getaffinity(0)), dtype)
+    return cpu_peak(cpuinfo(), len(usable_cpus()), dtype)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from tfyard.errors import UserError
 from tfyard.launch.local import run_local
 from tfyard.platform import visible_gpus
+from tfyard.process.cpus import usable_cpus
 
 
 def member_command(train_args: list[str], pin_cpu: bool) -> list[str]:
@@ -66,7 +67,7 @@ def measure(train_args: list[str], max_devices: int,
                             f"use --max_gpus {gpus} or less")
         run, device = _on_gpus, "GPU"
     else:
-        cores = len(os.sched_getaffinity(0))
+        cores = len(usable_cpus())
         if max_devices > cores:
             raise UserError(f"--max_gpus {max_devices}: no GPU here, so workers are pinned one "
                             f"per CPU core, but only {cores} core(s) are available; use "

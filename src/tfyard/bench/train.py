@@ -17,6 +17,7 @@ from tfyard import platform
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.errors import UserError
+from tfyard.process.cpus import usable_cpus
 from tfyard.train.options import TrainOptions
 
 
@@ -27,7 +28,7 @@ def pin_to_core() -> int:
     """
     cluster = load_cluster_config()
     place = cluster.task_index + (cluster.role == "worker" and "chief" in cluster.jobs)
-    cores = sorted(os.sched_getaffinity(0))
+    cores = usable_cpus()
     core = cores[place % len(cores)]
     os.sched_setaffinity(0, {core})
     import tensorflow as tf

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tfyard import platform
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.train.options import (
     TrainOptions,
     add_option_arguments,
@@ -79,7 +80,7 @@ def _evaluate(args) -> int:
     from tfyard.train.rundir.directory import require_run
 
     output_dir = run_named(args.output_dir)   # a study: its best trial's run
-    run = readable_dir(output_dir, None, "--output_dir")   # a bucket's: its local copy
+    run = readable_dir(output_dir, None, OUTPUT_FLAG)   # a bucket's: its local copy
     require_run(run, args.export)  # before TensorFlow loads: a wrong dir is instant
     from tfyard.train.evaluate import evaluate_output
 
@@ -137,7 +138,7 @@ def _plot(args) -> int:
     from tfyard.train.rundir.bucket import put_back
     from tfyard.train.rundir.plot import plot_run
 
-    run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
+    run = readable_dir(args.output_dir, None, OUTPUT_FLAG)   # a bucket's: its local copy
     written = plot_run(run)
     if run == args.output_dir:
         print(f"wrote {written}")
@@ -159,7 +160,7 @@ def _track(args) -> int:
                                  register_model=args.register_model)
     if settings is None:
         raise UserError(f"no tracking server: give --mlflow_uri or set {tracking.URI_ENV}")
-    run = readable_dir(args.output_dir, None, "--output_dir")   # a bucket's: its local copy
+    run = readable_dir(args.output_dir, None, OUTPUT_FLAG)   # a bucket's: its local copy
     layout = RunDirectory(run)
     if not layout.files.has(layout.run_file):
         raise UserError(f"{args.output_dir} holds no {RUN_FILE}; point --output_dir at a "

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import argparse
 
+# The run directory's flag, named here once: every layer names it in its one-line errors.
+OUTPUT_FLAG = "--output_dir"
+
 
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit status 2, an unknown option

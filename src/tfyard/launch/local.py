@@ -27,6 +27,7 @@ from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import LOOPBACK, reserved_ports
 from tfyard.launch.roster import roster
 from tfyard.launch.supervise import Outcome, Policy, supervise
+from tfyard.process.cpus import usable_cpus
 
 _GUARD = """import os, signal, sys
 sys.stdin.read()
@@ -57,8 +58,7 @@ WARN_PER_CORE, MAX_PER_CORE = 2, 8
 
 def check_cores(members: int, cores: int | None = None) -> str | None:
     """Refuse more members than this machine can run; a warning line when it is crowded."""
-    cores = cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else os.cpu_count() or 1)
+    cores = cores or len(usable_cpus())
     if members > MAX_PER_CORE * cores:
         raise UserError(
             f"{members} members on {cores} CPU core(s) is more than {MAX_PER_CORE} a core; "
@@ -104,6 +104,13 @@ def guard(pid: int) -> subprocess.Popen:
 def stop_group(proc: subprocess.Popen, grace: float) -> None:
     """SIGTERM the process group, SIGKILL whatever is left after `grace` s; reap all."""
     signal_group(proc, signal.SIGTERM)
+    end_group(proc, grace)
+
+
+def end_group(proc: subprocess.Popen, grace: float) -> None:
+    """The one end of a group `spawn` started (or a fork server's, alike): its leader waited
+    for up to `grace` s, then SIGKILL to whatever is left of the group; the leader and its
+    guard reaped."""
     try:
         proc.wait(grace)
     except subprocess.TimeoutExpired:

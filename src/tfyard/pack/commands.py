@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.pack.owned import HEADER
 from tfyard.pack.spec import CODE_DIR, DATA_DIR, OUTPUT_DIR, PackSpec
 
@@ -23,7 +24,7 @@ def mounted_command(spec: PackSpec, output_dir: str = OUTPUT_DIR) -> list[str]:
     """The platform command naming the mount points as flags, for a container whose volumes
     the same file declares (the local test, a Kubernetes pod): paths and mounts read together.
     A run in a bucket names its URL as `output_dir` instead of the output mount."""
-    return [*platform_command(spec)[:2], "--data_dir", DATA_DIR, "--output_dir", output_dir,
+    return [*platform_command(spec)[:2], "--data_dir", DATA_DIR, OUTPUT_FLAG, output_dir,
             *spec.train_params]
 
 

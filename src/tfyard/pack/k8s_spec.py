@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.storage import location, scheme_of
 
 _LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
@@ -73,7 +74,7 @@ def make_k8s_spec(k8s: str | None, image: str, name: str | None = None,
     """The checked request, or None without --k8s (then no Kubernetes flag may be given)."""
     given = {"--name": name, "--namespace": namespace, "--cpus": cpus, "--memory": memory,
              "--data_volume": data_volume, "--output_volume": output_volume,
-             "--output_dir": output_dir, "--credentials_secret": credentials_secret,
+             OUTPUT_FLAG: output_dir, "--credentials_secret": credentials_secret,
              "--queue": queue, "--priority_class": priority_class}
     if not k8s:
         extra = [flag for flag, value in given.items() if value is not None]
@@ -141,7 +142,7 @@ def _bucket(output_dir: str | None, output_volume: str | None) -> str | None:
     if scheme_of(output_dir) is None:
         raise UserError(f"--output_dir {output_dir!r}: a pod's own disk does not outlive it; "
                         "give s3:// or gs://BUCKET/PREFIX, or mount a volume with --output_volume")
-    place = location(output_dir, "--output_dir")
+    place = location(output_dir, OUTPUT_FLAG)
     if output_volume is not None:
         raise UserError(f"--output_dir {output_dir} and --output_volume both name the run's "
                         "place; give one")

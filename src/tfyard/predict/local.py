@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.predict import inputs as listing
 from tfyard.predict.options import PredictOptions, flag
 from tfyard.predict.rows import COLUMNS
@@ -30,7 +31,7 @@ def locate(run: str) -> str:
     """The SavedModel of `run`: a run directory, its export/, a SavedModel itself, or a
     study (its best trial's run); checked before TensorFlow loads, so a wrong path answers at
     once. A run in a bucket is read from its local copy (`storage.readable_dir`)."""
-    root = readable_dir(run_named(run), None, "--output_dir")
+    root = readable_dir(run_named(run), None, OUTPUT_FLAG)
     run = RunDirectory(root)
     exists = run.files.has
     for candidate in (root, run.path(SAVED_MODEL), run.saved_model):

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.platform import is_remote
 from tfyard.predict.inputs import content
 from tfyard.predict.local import locate, stopped
@@ -59,7 +60,7 @@ def job(run, options: PredictOptions, cli: bool = False) -> Job:
     """The Job for `run`'s model and checked `options`, made on the driver before the engine
     starts work. A model in a bucket travels by its URL: each worker copies it itself."""
     run = run_named(os.fspath(run))   # a study's best run: copy that run alone
-    copy = readable_dir(run, None, "--output_dir")   # a bucket's run: copied once, here
+    copy = readable_dir(run, None, OUTPUT_FLAG)   # a bucket's run: copied once, here
     saved_model = locate(copy)
     if copy != run:
         inside = os.path.relpath(saved_model, copy)
@@ -88,7 +89,7 @@ def predictor(job: Job):
         if job.threads:
             _use_threads(tf, job.threads)
         try:
-            local = readable_dir(job.saved_model, None, "--output_dir")   # a bucket's: copied
+            local = readable_dir(job.saved_model, None, OUTPUT_FLAG)   # a bucket's: copied
         except UserError as exc:
             raise failure(f"{exc} (on worker {socket.gethostname()})") from None
         if not tf.io.gfile.exists(os.path.join(local, "saved_model.pb")):

@@ -21,6 +21,7 @@ import shutil
 import time
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.replace import recover_all, replacing_directory, replacing_file
 from tfyard.storage import refuse_bucket, scheme_of
 
@@ -217,5 +218,5 @@ class TensorFlowFiles(LocalFiles):
 
 def files_for(path: str) -> LocalFiles:
     """The file operations for `path`: by its scheme, local disk when it has none."""
-    refuse_bucket(path, "--output_dir", "a run cannot be read from")
+    refuse_bucket(path, OUTPUT_FLAG, "a run cannot be read from")
     return TensorFlowFiles() if scheme_of(path) is not None else LocalFiles()

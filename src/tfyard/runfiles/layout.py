@@ -9,6 +9,7 @@ side-car servers and `predict` included, finds its files by these names.
 from __future__ import annotations
 
 import os
+import re
 
 from tfyard.runfiles.files import files_for
 
@@ -19,6 +20,9 @@ REPORTS = ".jsonl"
 CHECKPOINTS = "checkpoints"
 POINTER = "checkpoint"               # TensorFlow's state file in checkpoints/: the latest ones
 CHECKPOINT_SETTINGS = ".meta.json"   # beside each checkpoint: the settings of its step
+# Save N in checkpoints/ is ckpt-N: TensorFlow's ckpt-N.index (written last) and
+# ckpt-N.data-*, while it is written ckpt-N_temp/. The prefix is given to its manager.
+CHECKPOINT_PREFIX, INDEX, DATA, UNFINISHED = "ckpt", ".index", ".data-", "_temp"
 EXPORT = "export"
 SAVED_MODEL = "saved_model"
 KERAS_MODEL, H5_MODEL = "model.keras", "model.h5"
@@ -39,7 +43,24 @@ STUDY_DATABASE = "study.db"          # the default storage: Optuna's SQLite
 
 # What unfinished writes leave besides `tfyard.replace`'s staging (which `recover_all` puts
 # right): a checkpoint save's directory.
-TEMPORARIES = (os.path.join(CHECKPOINTS, "ckpt-*_temp*"),)
+TEMPORARIES = (os.path.join(CHECKPOINTS, f"{CHECKPOINT_PREFIX}-*{UNFINISHED}*"),)
+
+
+def checkpoint_name(step: int | str) -> str:
+    """`ckpt-N`, the name of save `step` in checkpoints/ (a glob's with `*`)."""
+    return f"{CHECKPOINT_PREFIX}-{step}"
+
+
+def checkpoint_step(path: str) -> int | None:
+    """N of `.../ckpt-N` or `.../ckpt-N.index`; None for any other name."""
+    found = re.search(rf"{CHECKPOINT_PREFIX}-(\d+)(?:{re.escape(INDEX)})?$", path)
+    return int(found.group(1)) if found else None
+
+
+def trial_name(number: int) -> str:
+    """`NNNN`: the trial numbering of a study's folders (trials/, logs/, work/), and of its
+    MLflow runs."""
+    return f"{number:04d}"
 
 
 def appended(name: str) -> str | None:
@@ -91,7 +112,15 @@ class StudyDirectory:
 
     def trial(self, number: int) -> str:
         """Trial `number`'s run directory, `trials/NNNN`."""
-        return self.path(TRIALS, f"{number:04d}")
+        return self.path(TRIALS, trial_name(number))
+
+    def trial_log(self, number: int) -> str:
+        """Trial `number`'s output, `logs/NNNN.log`."""
+        return self.path(LOGS, trial_name(number) + ".log")
+
+    def trial_work(self, number: int) -> str:
+        """Trial `number`'s work dir, `work/NNNN`."""
+        return self.path(WORK, trial_name(number))
 
     summary, table, plot = _file(STUDY_SUMMARY), _file(TRIALS_TABLE), _file(STUDY_PLOT)
     database, trials, logs = _file(STUDY_DATABASE), _file(TRIALS), _file(LOGS)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.layout import StudyDirectory
 from tfyard.storage import copy_url, default_work, in_bucket, run_copy, upload_file
-
-FLAG = "--output_dir"
 
 
 class StudyPlace:
@@ -22,7 +21,7 @@ class StudyPlace:
     local files (`home`)."""
 
     def __init__(self, output_dir: str):
-        self.url = output_dir.rstrip("/") if in_bucket(output_dir, FLAG) else None
+        self.url = output_dir.rstrip("/") if in_bucket(output_dir, OUTPUT_FLAG) else None
         self.runs = StudyDirectory(self.url or os.path.abspath(output_dir))
         self.home = StudyDirectory(default_work(self.url) if self.url else self.runs.root)
 
@@ -37,7 +36,7 @@ class StudyPlace:
 
     def work_dir(self, number: int) -> str:
         """Trial `number`'s --work_dir, on this machine."""
-        return os.path.join(self.home.work, f"{number:04d}")
+        return self.home.trial_work(number)
 
     def local_run(self, run_dir: str, work_dir: str) -> str:
         """Where the run `run_dir` is written on this machine: itself, or in a bucket its
@@ -59,4 +58,4 @@ class StudyPlace:
         if self.url:
             for path in paths:
                 if LocalFiles().has(path):
-                    upload_file(path, copy_url(path, self.home.root, self.url), FLAG)
+                    upload_file(path, copy_url(path, self.home.root, self.url), OUTPUT_FLAG)

@@ -12,12 +12,13 @@ import json
 import sys
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import StudyDirectory
 from tfyard.storage import in_bucket, read_object
 
 
-def run_named(path: str, flag: str = "--output_dir") -> str:
+def run_named(path: str, flag: str = OUTPUT_FLAG) -> str:
     """The run `path` names: `path` itself, or for a study its best trial's run directory,
     which a line on stderr names; a study with no finished trial is a UserError."""
     study = StudyDirectory(path.rstrip("/"))

@@ -20,9 +20,18 @@ import tempfile
 import uuid
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.storage import stores
 from tfyard.storage.amend import amend_object
-from tfyard.storage.location import BUCKET_SCHEMES, Location, location, scheme_of
+from tfyard.storage.location import (
+    BUCKET_SCHEMES,
+    DATA_COPIES,
+    RUN_COPIES,
+    RUN_WORK,
+    Location,
+    location,
+    scheme_of,
+)
 from tfyard.storage.store import Refused
 
 __all__ = ["Location", "amend_object", "copy_url", "default_cache", "default_work", "in_bucket",
@@ -68,7 +77,7 @@ def _local(path: str | None, work_dir: str | None, flag: str, copy: str) -> str 
     from tfyard.storage import mirror
 
     return getattr(mirror, copy)(place, os.path.join(work_dir or default_cache(),
-                                                     "bucket-data"), flag)
+                                                     DATA_COPIES), flag)
 
 
 def object_urls(url: str, flag: str):
@@ -159,10 +168,10 @@ def run_copy(url: str, work_dir: str | None) -> str:
     the URL), is moved here first: the rerun that its stop line asked for finds it."""
     from tfyard.storage import mirror
 
-    place = _output_place(url, "--output_dir", "PREFIX")
-    copy = mirror.copy_root(place, os.path.join(work_dir or default_cache(), "bucket-runs"))
+    place = _output_place(url, OUTPUT_FLAG, "PREFIX")
+    copy = mirror.copy_root(place, os.path.join(work_dir or default_cache(), RUN_COPIES))
     if work_dir is None:
-        _move_old_copy(mirror.copy_root(place, os.path.join(default_work(url), "bucket-runs")),
+        _move_old_copy(mirror.copy_root(place, os.path.join(default_work(url), RUN_COPIES)),
                        copy)
     return copy
 
@@ -182,8 +191,8 @@ def _move_old_copy(old: str, copy: str) -> None:
 
 def default_work(url: str) -> str:
     """The work dir of a run in the bucket `url` when no --work_dir is given."""
-    place = location(url, "--output_dir")
-    return os.path.join(default_cache(), "work", place.scheme, place.bucket,
+    place = location(url, OUTPUT_FLAG)
+    return os.path.join(default_cache(), RUN_WORK, place.scheme, place.bucket,
                         *filter(None, place.key.split("/")))
 
 

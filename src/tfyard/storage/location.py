@@ -12,6 +12,10 @@ BUCKET_SCHEMES = ("s3", "gs")
 # Schemes tfyard reads through TensorFlow's own file systems (tf.io.gfile).
 TENSORFLOW_SCHEMES = ("hdfs",)
 SCHEMES = (*BUCKET_SCHEMES, *TENSORFLOW_SCHEMES)
+# A work dir's (or the cache's) folders of what tfyard keeps of buckets, named here once
+# (storage lies below `runfiles.layout`): data copied whole, data streamed, runs' local
+# copies; and the cache's work dirs of bucket runs given none.
+DATA_COPIES, STREAMED, RUN_COPIES, RUN_WORK = "bucket-data", "bucket-stream", "bucket-runs", "work"
 # Each store's own rule for a bucket name: lowercase letters, digits, dots and dashes (and
 # for GCS underscores), starting and ending with a letter or digit.
 _BUCKET = {"s3": re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"),

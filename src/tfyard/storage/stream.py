@@ -24,7 +24,7 @@ from tfyard.process.sizes import at_least, shown
 from tfyard.storage import mirror, sharing
 from tfyard.storage.amend import amend_object
 from tfyard.storage.cache import Cache
-from tfyard.storage.location import Location
+from tfyard.storage.location import DATA_COPIES, STREAMED, Location
 
 REPORTED = ("data_cache_high_water", "data_cache_wait")   # `reported`'s figures
 log = logging.getLogger("tfyard")
@@ -61,7 +61,7 @@ def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str
     shards = [entry for entry in entries if streaming.streams(entry.name)]
     others = [entry for entry in entries if not streaming.streams(entry.name)]
     total = sum(entry.size for entry in entries)
-    whole = os.path.join(work, "bucket-data")
+    whole = os.path.join(work, DATA_COPIES)
     if total <= limit or not shards:
         return mirror.mirrored(place, whole, flag, entries)
     if streaming.refusal:
@@ -71,7 +71,7 @@ def readable(place: Location, work: str, streaming: Streaming, flag: str) -> str
     held = sum(entry.size for entry in others)
     opened, what = (streaming.held or _one_at_a_time)({entry.name: entry.size
                                                        for entry in shards})
-    base = mirror.copy_root(place, os.path.join(os.path.abspath(work), "bucket-stream"))
+    base = mirror.copy_root(place, os.path.join(os.path.abspath(work), STREAMED))
     readers = 1 + len(sharing.siblings(base))
     if limit // readers < opened + held:
         each = f" (for each of the {readers} members reading it into this work dir)" \
@@ -215,4 +215,4 @@ def reported(work: str) -> dict:
 
 
 def _under(root: str, work: str) -> bool:
-    return root.startswith(os.path.join(os.path.abspath(work), "bucket-stream") + os.sep)
+    return root.startswith(os.path.join(os.path.abspath(work), STREAMED) + os.sep)

@@ -21,12 +21,12 @@ import time
 
 from tfyard import tracking
 from tfyard.errors import UserError
-from tfyard.runfiles.layout import RUN_FILE, RunDirectory, StudyDirectory
+from tfyard.flags import OUTPUT_FLAG
+from tfyard.runfiles.layout import RUN_FILE, RunDirectory, StudyDirectory, trial_name
 from tfyard.storage import amend_object, location
 from tfyard.tracking.mlflow_run import Tracker, created, failure, log_params
 
 log = logging.getLogger("tfyard")
-FLAG = "--output_dir"
 PARENT = "mlflow_parent_run_id"   # the study's user attribute
 CHILD = tracking.RUN_ID           # a trial's user attribute, as in its run.json
 BEST = "tfyard.best"              # the tag of the best trial's child run
@@ -68,7 +68,7 @@ class StudyRuns:
         run_id = trial.user_attrs.get(CHILD)
         if run_id is None:
             run = created(self.mlflow, self.settings, f"{trial.study.study_name}-"
-                          f"{trial.number:04d}", {"mlflow.parentRunId": self.parent.run_id,
+                          f"{trial_name(trial.number)}", {"mlflow.parentRunId": self.parent.run_id,
                                                   "tfyard.output_dir": run_dir,
                                                   "tfyard.trial": str(trial.number)})
             run_id = run.info.run_id
@@ -81,7 +81,7 @@ class StudyRuns:
             run.files.make_directory(copy)
             run.files.write_whole(run.run_file, named)
         if copy != run_dir:   # a bucket run: its run.json there, which a node's start copies
-            why = amend_object(location(f"{run_dir}/{RUN_FILE}", FLAG), FLAG,
+            why = amend_object(location(f"{run_dir}/{RUN_FILE}", OUTPUT_FLAG), OUTPUT_FLAG,
                                lambda body: _named(body, run_id))
             if why:
                 raise UserError(why)

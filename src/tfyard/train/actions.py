@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable
 
 from tfyard.errors import PAUSED, PREEMPTED, UserError
+from tfyard.runfiles.layout import checkpoint_name
 from tfyard.train.controller import Action, RunState
 from tfyard.train.outside import preemption
 from tfyard.train.outside.console import Console
@@ -244,7 +245,7 @@ class PreemptionAction(Action):
         # saved at a boundary this round, or resumed where it was to stop: a second save
         # would rewrite the same files (in a bucket, objects of one name, not at once)
         saved = state.outputs.get("checkpoint") or self.checkpoints.latest() or ""
-        if saved.endswith(f"ckpt-{state.step}"):
+        if saved.endswith(checkpoint_name(state.step)):
             state.outputs["checkpoint"] = saved
         else:
             self.synchronize()

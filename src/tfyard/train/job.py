@@ -25,7 +25,7 @@ from tfyard.distribute.watchdog import StartupWatchdog
 from tfyard.errors import PAUSED, PAUSED_EXIT_CODE, PREEMPTED, UserError
 from tfyard.process import envvars
 from tfyard.runfiles.files import files_for
-from tfyard.runfiles.layout import RunDirectory, WorkDirectory
+from tfyard.runfiles.layout import RunDirectory, WorkDirectory, checkpoint_name
 from tfyard.storage import stream
 from tfyard.train.options import TrainOptions, parse_train_args
 from tfyard.train.outside.console import configure_console
@@ -162,7 +162,7 @@ def _exit_paused(step: int) -> None:
     """The one line, then exit PAUSED_EXIT_CODE: stopped at --pause_at_step as a scheduler
     asked (SystemExit: `finally` blocks and atexit still run)."""
     log.info(f"tfyard: paused at step {step} as --pause_at_step asked; saved checkpoint "
-             f"ckpt-{step}; rerun with a later --pause_at_step, or none, to go on "
+             f"{checkpoint_name(step)}; rerun with a later --pause_at_step, or none, to go on "
              f"(exit {PAUSED_EXIT_CODE})")
     raise SystemExit(PAUSED_EXIT_CODE)
 

@@ -5,11 +5,12 @@ the same and a typo costs no training. Both doors build the same `TuneSettings` 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
+from tfyard.process.cpus import usable_cpus
 from tfyard.train.options import add_train_arguments, options_from_args
 from tfyard.tune import onray
 from tfyard.tune.settings import TuneSettings
@@ -41,7 +42,7 @@ def search(settings: TuneSettings, train_argv=()):
     shared, given = _train_options(train_argv)
     tracked = tracking.settings(shared.mlflow_uri, shared.experiment, shared.run_name,
                                 shared.mlflow_optional)
-    if in_bucket(s.output_dir, "--output_dir"):
+    if in_bucket(s.output_dir, OUTPUT_FLAG):
         _check_bucket(s.storage)
     params = read_space(s.space)
     both = sorted(given.keys() & {p.name for p in params})
@@ -59,7 +60,7 @@ def search(settings: TuneSettings, train_argv=()):
     studies.import_optuna()
     place = StudyPlace(s.output_dir)
     if place.url:   # the checks that ask a server: after every check that does not
-        require_writable(s.output_dir, "--output_dir")
+        require_writable(s.output_dir, OUTPUT_FLAG)
     tracked = usable(tracked)
     threads, gpus = _split(s.parallel, shared.num_gpus) if ray is None else (ray.threads, ())
     checked = Search(
@@ -151,8 +152,7 @@ def _split(parallel: int, num_gpus: str | None) -> tuple[int | None, tuple[str, 
     Prints how the machine was split, tune's first line (Ray places its trials itself)."""
     from tfyard.platform import visible_gpu_ids
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-        else os.cpu_count() or 1
+    cores = len(usable_cpus())
     if parallel > cores:
         raise UserError(f"--parallel {parallel}: this machine has {cores} CPU core(s); run at "
                         f"most {cores} trials at once")

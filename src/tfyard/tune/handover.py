@@ -24,13 +24,13 @@ import os
 import tempfile
 
 from tfyard.errors import UserError
-from tfyard.runfiles.layout import CHECKPOINTS, POINTER, RUN_FILE, RunDirectory
+from tfyard.flags import OUTPUT_FLAG
+from tfyard.runfiles.layout import CHECKPOINTS, INDEX, POINTER, RUN_FILE, RunDirectory
 from tfyard.storage import amend_object, location, mirror, stores
 from tfyard.train.rundir.directory import STARTS, checkpoint_paths, started
 from tfyard.train.rundir.lease import take_bucket_lease
 from tfyard.train.rundir.pointer import held_only, send_save
 
-FLAG = "--output_dir"
 PTR = f"{CHECKPOINTS}/{POINTER}"
 
 
@@ -38,22 +38,22 @@ def hand_over(donor: str, recipient: str, copy: str, schedule: str) -> None:
     """The donor run's (`donor`, a prefix) latest checkpoint published as the recipient's
     (`recipient`, whose local copy is `copy`), and the recipient's pbt.json (`schedule`)
     written to both."""
-    source, target = location(donor, FLAG), location(recipient, FLAG)
+    source, target = location(donor, OUTPUT_FLAG), location(recipient, OUTPUT_FLAG)
     objects = stores.of(target.scheme)
     with tempfile.TemporaryDirectory(prefix="tfyard-handover-") as staging:
         folder = os.path.join(staging, CHECKPOINTS)
         saved = _fetched_latest(source, staging)
         files = [os.path.join(folder, name) for name in os.listdir(folder) if name != POINTER]
         with take_bucket_lease(recipient):
-            held = {entry.name for entry in objects.listing(target, FLAG)}
-            index = f"{CHECKPOINTS}/{saved}.index"
+            held = {entry.name for entry in objects.listing(target, OUTPUT_FLAG)}
+            index = f"{CHECKPOINTS}/{saved}{INDEX}"
             if index in held:
-                objects.delete(target.child(index), FLAG)
+                objects.delete(target.child(index), OUTPUT_FLAG)
             kept = {name for name in held if not name.startswith(CHECKPOINTS + "/")}
             sent = {f"{CHECKPOINTS}/{os.path.basename(path)}" for path in files}
             send_save(objects, target, files, os.path.join(folder, POINTER), kept)
             for name in sorted(held - kept - sent - {index, PTR}):
-                objects.delete(target.child(name), FLAG)
+                objects.delete(target.child(name), OUTPUT_FLAG)
             pointer = held_only(folder, {index})
             run = RunDirectory(copy)
             with run.files.staged_directory(run.checkpoints) as swapped:
@@ -62,7 +62,7 @@ def hand_over(donor: str, recipient: str, copy: str, schedule: str) -> None:
                     run.files.copy(path, os.path.join(swapped, os.path.basename(path)))
                 run.files.write_whole(os.path.join(swapped, POINTER), pointer)
             run.files.write_whole(run.schedule, schedule)
-            objects.upload(run.schedule, target.child(os.path.basename(run.schedule)), FLAG)
+            objects.upload(run.schedule, target.child(os.path.basename(run.schedule)), OUTPUT_FLAG)
             _new_start(target, run)
 
 
@@ -79,7 +79,7 @@ def _new_start(target, run: RunDirectory) -> None:
         record.update(before, **{STARTS: started(before)})
         return (json.dumps(record) + "\n").encode()
 
-    why = amend_object(target.child(RUN_FILE), FLAG, restarted)
+    why = amend_object(target.child(RUN_FILE), OUTPUT_FLAG, restarted)
     if why:
         raise UserError(why)
     if record:
@@ -89,10 +89,10 @@ def _new_start(target, run: RunDirectory) -> None:
 def _fetched_latest(place, staging: str) -> str:
     """The files of the latest checkpoint of the run at `place`, and its pointer, copied to
     `staging/checkpoints`; returns the checkpoint's name (`ckpt-S`)."""
-    entries = {entry.name: entry for entry in stores.of(place.scheme).listing(place, FLAG)
+    entries = {entry.name: entry for entry in stores.of(place.scheme).listing(place, OUTPUT_FLAG)
                if entry.name.startswith(CHECKPOINTS + "/")}
-    mirror.fetched(place, [entries[PTR]], staging, FLAG)
+    mirror.fetched(place, [entries[PTR]], staging, OUTPUT_FLAG)
     saved = os.path.basename(checkpoint_paths(os.path.join(staging, CHECKPOINTS))[0])
     mirror.fetched(place, [entry for name, entry in entries.items()
-                           if name.startswith(f"{CHECKPOINTS}/{saved}.")], staging, FLAG)
+                           if name.startswith(f"{CHECKPOINTS}/{saved}.")], staging, OUTPUT_FLAG)
     return saved

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, fields, replace
 
 from tfyard.errors import PAUSED_EXIT_CODE, UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.launch.forked import ForkServer
 from tfyard.launch.supervise import (
     Stopped,
@@ -23,7 +24,6 @@ from tfyard.launch.supervise import (
     stops_held,
 )
 from tfyard.runfiles.files import LocalFiles
-from tfyard.runfiles.layout import LOGS
 from tfyard.runfiles.place import StudyPlace
 from tfyard.tracking import Settings
 from tfyard.tracking.study import StudyRuns
@@ -285,7 +285,7 @@ def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
     if runs:
         runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
     command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
-               "--output_dir", run_dir, "--work_dir", work_dir]
+               OUTPUT_FLAG, run_dir, "--work_dir", work_dir]
     every = None
     if search.evaluations:   # the pruner's rungs, at the same share of every trial
         every = (search.budget, params.get(search.budget, search.length) / search.evaluations)
@@ -300,7 +300,7 @@ def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
         command += ["--pause_at_step", str(population.pause(study))]
     if search.ray:
         command = search.ray.command(command)
-    log_path = place.home.path(LOGS, f"{trial.number:04d}.log")
+    log_path = place.home.trial_log(trial.number)
     where = "" if devices is None else f" on GPU(s) {devices}"
     print(f"tune: trial {trial.number} {verb}{where}: {_shown(params)}", flush=True)
     reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node

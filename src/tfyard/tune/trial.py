@@ -24,8 +24,9 @@ import threading
 import time
 from collections.abc import Sequence
 
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.launch.forked import ForkServer
-from tfyard.launch.local import pump, signal_group
+from tfyard.launch.local import end_group, pump, signal_group
 from tfyard.runfiles.layout import METRICS, REPORTS, RUN_FILE, RunDirectory
 from tfyard.storage import in_bucket, read_object
 from tfyard.tune.rungs import Rungs
@@ -35,7 +36,7 @@ TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs
 SERVER = (sys.executable, "-m", "tfyard.cli.forkserver")
 GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
 BUCKET_READ_S = 10.0   # a Ray trial's reports in a bucket: read this often (train uploads
-FLAG = "--output_dir"  # them every few seconds)
+                       # them every few seconds)
 
 
 def trial_processes(env: dict[str, str]) -> ForkServer:
@@ -112,8 +113,8 @@ class RunningTrial:
     def _warmup(self) -> int:
         """The run's learning-rate warm-up in steps, from its run.json (0 where it has none:
         another command than train)."""
-        if in_bucket(self.run_dir, FLAG):
-            data = read_object(f"{self.run_dir}/{RUN_FILE}", FLAG) or b""
+        if in_bucket(self.run_dir, OUTPUT_FLAG):
+            data = read_object(f"{self.run_dir}/{RUN_FILE}", OUTPUT_FLAG) or b""
         else:
             run = RunDirectory(self.run_dir)
             data = run.files.read_from(run.run_file, 0) if run.files.has(run.run_file) else b""
@@ -131,12 +132,7 @@ class RunningTrial:
 
     def wait(self) -> None:
         """Wait for a stopped run to save and exit (SIGKILL after GRACE_S)."""
-        try:
-            self.proc.wait(max(0.0, GRACE_S - (time.monotonic() - (self._term_at or 0))))
-        except subprocess.TimeoutExpired:
-            signal_group(self.proc, signal.SIGKILL)
-            self.proc.wait()
-        self._end()
+        self._end(max(0.0, GRACE_S - (time.monotonic() - (self._term_at or 0))))
 
     def tail(self, lines: int = 3) -> str:
         """The last lines the run printed, for its failure's one line."""
@@ -144,10 +140,8 @@ class RunningTrial:
             last = [line.strip() for line in stream.readlines()[-lines:]]
         return " | ".join(line for line in last if line)
 
-    def _end(self) -> None:
-        signal_group(self.proc, signal.SIGKILL)   # grandchildren that outlived the leader
-        self.proc.guard.stdin.close()
-        self.proc.guard.wait()
+    def _end(self, grace: float = 0.0) -> None:
+        end_group(self.proc, grace)
         self._pump.join(5)
         self._log.close()
 
@@ -157,11 +151,11 @@ class RunningTrial:
         BUCKET_READ_S and once more when the trial has ended (train uploads it at its exit).
         A file shorter than what was read was rewritten: a resumed trial dropped the reports
         of steps it runs again."""
-        if in_bucket(self.run_dir, FLAG):
+        if in_bucket(self.run_dir, OUTPUT_FLAG):
             if not ended and time.monotonic() - self._read_at < BUCKET_READ_S:
                 return b""
             self._read_at = time.monotonic()
-            data = read_object(f"{self.run_dir}/{METRICS}{REPORTS}", FLAG) or b""
+            data = read_object(f"{self.run_dir}/{METRICS}{REPORTS}", OUTPUT_FLAG) or b""
             if len(data) < self._offset:
                 self._offset = 0
             return data[self._offset:]

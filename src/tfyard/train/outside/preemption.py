@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable
 
 from tfyard.errors import PREEMPTED_EXIT_CODE
+from tfyard.runfiles.layout import checkpoint_name
 
 log = logging.getLogger("tfyard")
 
@@ -117,5 +118,5 @@ def exit_preempted(step: int) -> None:
         # is gone) would end it as killed by SIGINT instead of exit 130
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     log.warning(f"tfyard: {'interrupted' if interrupted else 'preempted'} at step {step}; "
-                f"saved checkpoint ckpt-{step}; rerun to resume (exit {code})")
+                f"saved checkpoint {checkpoint_name(step)}; rerun to resume (exit {code})")
     raise SystemExit(code)

@@ -7,12 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 
 from tfyard import tracking
 from tfyard.errors import UserError
-from tfyard.runfiles.layout import RunDirectory
+from tfyard.runfiles.layout import RunDirectory, checkpoint_step
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import read_json_lines, read_run
 from tfyard.train.rundir.report import write_json_atomic
@@ -94,9 +93,9 @@ def log_evaluation(settings: tracking.Settings, output_dir: str, label: str,
     evaluate_SPLIT_NAME at the step of the checkpoint evaluated (the export's: the run's
     last); an evaluation of a step logged before is not logged again."""
     run = RunDirectory(output_dir)
-    found = re.search(r"ckpt-(\d+)$", result["source"])
+    found = checkpoint_step(result["source"])
     summary = read_json_lines(run.summary) if run.files.has(run.summary) else []
-    step = int(found.group(1)) if found else (summary or [{}])[-1].get("final_step", 0)
+    step = found if found is not None else (summary or [{}])[-1].get("final_step", 0)
     tracker = start(settings, output_dir, label, reopen=False)
     tracker.log({"kind": f"evaluate_{result['split']}", "step": step, "time": time.time(),
                  **{k: v for k, v in result.items() if isinstance(v, int | float)}})

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.process.sender import Newest, Sender, Timing
 from tfyard.replace import staging_pattern
 from tfyard.runfiles.layout import (
@@ -57,7 +58,7 @@ from tfyard.runfiles.layout import (
     POINTER,
     RunDirectory,
 )
-from tfyard.storage import location, mirror, stores, upload_file
+from tfyard.storage import DATA_COPIES, location, mirror, stores, upload_file
 from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.directory import checkpoint_paths
@@ -79,7 +80,6 @@ TIMING = Timing(period=PERIOD_S, backoff=1.0, most_backoff=PERIOD_S, wake_on_add
 # the publisher's OS priority below training's, the lowest there is: its work is never
 # urgent (one checkpoint a period), so every thread of a step takes a core before it
 NICE = 19
-FLAG = "--output_dir"
 
 
 class Publisher:
@@ -87,7 +87,7 @@ class Publisher:
 
     def __init__(self, url: str, copy: str, names: set[str]):
         self.url, self.copy, self.run = url, copy, RunDirectory(copy)
-        self.place = location(url, FLAG)
+        self.place = location(url, OUTPUT_FLAG)
         self.store = _UntilGivenUp(stores.of(self.place.scheme), lambda: self._sender.given_up)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
@@ -120,13 +120,13 @@ class Publisher:
                     send(*batch)
                 except Refused as exc:
                     self._refused = exc
-                    log.warning(f"tfyard: warning: {FLAG} {self.url}: {exc.reason}; the run "
+                    log.warning(f"tfyard: warning: {OUTPUT_FLAG} {self.url}: {exc.reason}; the run "
                                 "stops at its next checkpoint")
         return sent
 
     def check(self) -> None:
         if self._refused is not None:
-            raise UserError(f"{FLAG} {self.url}: {self._refused.reason}; {self._kept()}")
+            raise UserError(f"{OUTPUT_FLAG} {self.url}: {self._refused.reason}; {self._kept()}")
         since = self._sender.failing_since
         if since is not None and time.monotonic() - since > self._down_s:
             raise UserError(self._stranded(f"has failed for {self._down_s:.0f}s"))
@@ -136,7 +136,7 @@ class Publisher:
                     "retrying in the background")
 
     def _stranded(self, what: str) -> str:
-        return f"{FLAG} {self.url}: the store {what} ({self._sender.error}); {self._kept()}"
+        return f"{OUTPUT_FLAG} {self.url}: the store {what} ({self._sender.error}); {self._kept()}"
 
     def _kept(self) -> str:
         return (f"the run's latest files are kept in {self.copy}: rerun the same command on "
@@ -183,13 +183,13 @@ class Publisher:
 
     def _upload(self, path: str, name: str) -> None:
         try:
-            self.store.upload(path, self.place.child(name), FLAG)
+            self.store.upload(path, self.place.child(name), OUTPUT_FLAG)
         except FileNotFoundError:
             return   # removed since it was listed: the next pass deletes it remotely
         self._remote.add(name)
 
     def _delete(self, name: str) -> None:
-        self.store.delete(self.place.child(name), FLAG)
+        self.store.delete(self.place.child(name), OUTPUT_FLAG)
         self._remote.discard(name)
         self._sent.pop(name, None)
 
@@ -229,7 +229,7 @@ def put_back(copy: str, url: str, name: str, leased: bool = False) -> str:
     line)."""
     target = f"{url.rstrip('/')}/{name}"
     with take_bucket_lease(url) if leased else contextlib.nullcontext():
-        upload_file(RunDirectory(copy).path(name), target, FLAG)
+        upload_file(RunDirectory(copy).path(name), target, OUTPUT_FLAG)
     return target
 
 
@@ -256,9 +256,9 @@ class BucketRun:
         if self.publisher is not None:
             return plat
         wait_reconciled(plat.output_url, start, self.wait_s)
-        place = location(plat.output_url, FLAG)
+        place = location(plat.output_url, OUTPUT_FLAG)
         root, _ = mirror.pulled_run(place, mirror.copy_root(
-            place, os.path.join(plat.work_dir, "bucket-data")), FLAG, leave={LEASE})
+            place, os.path.join(plat.work_dir, DATA_COPIES)), OUTPUT_FLAG, leave={LEASE})
         return dataclasses.replace(plat, output_dir=root)
 
 
@@ -274,7 +274,7 @@ def published(plat, cluster, wait_s: float):
         return
     lease = take_bucket_lease(plat.output_url)
     try:
-        names = reconciled(location(plat.output_url, FLAG), plat.output_dir)
+        names = reconciled(location(plat.output_url, OUTPUT_FLAG), plat.output_dir)
         lease.mark_reconciled()
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:

@@ -36,8 +36,17 @@ import tensorflow as tf
 from tfyard.distribute.lost import is_peer_loss
 from tfyard.errors import UserError, disk_reason, plain_op_error
 from tfyard.process import envvars, liveness
+from tfyard.process.cpus import usable_cpus
 from tfyard.runfiles.files import files_for
-from tfyard.runfiles.layout import CHECKPOINT_SETTINGS, checkpoint_settings
+from tfyard.runfiles.layout import (
+    CHECKPOINT_PREFIX,
+    CHECKPOINT_SETTINGS,
+    DATA,
+    INDEX,
+    UNFINISHED,
+    checkpoint_name,
+    checkpoint_settings,
+)
 from tfyard.train.rundir.directory import checkpoint_paths
 
 log = logging.getLogger("tfyard")
@@ -130,7 +139,8 @@ class Checkpoints:
         self._own_dir = directory if writes_files else private_directory()
         self.checkpoint = tf.train.Checkpoint(**trackables)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._own_dir,
-                                                  max_to_keep=max_to_keep)
+                                                  max_to_keep=max_to_keep,
+                                                  checkpoint_name=CHECKPOINT_PREFIX)
         self._variables = [v for t in trackables.values() for v in _float_variables(t)]
 
     def restore_latest(self) -> str | None:
@@ -196,11 +206,11 @@ def remove_temporaries(directory: str) -> None:
     files = files_for(directory)
     if files.remote or not files.is_directory(directory):
         return
-    for temporary in files.matching(os.path.join(directory, "ckpt-*_temp*")):
+    saves = os.path.join(directory, checkpoint_name("*"))
+    for temporary in files.matching(saves + UNFINISHED + "*"):
         files.delete(temporary)
     listed = {os.path.basename(p) for p in checkpoint_paths(directory)}
-    for data in files.matching(os.path.join(directory, "ckpt-*.data-*")) + \
-            files.matching(os.path.join(directory, "ckpt-*.index")):
+    for data in files.matching(saves + DATA + "*") + files.matching(saves + INDEX):
         name = os.path.basename(data).split(".", 1)[0]
         if listed and name not in listed and not files.has(checkpoint_settings(
                 os.path.join(directory, name))):
@@ -222,7 +232,7 @@ def seed_states(model) -> list:
 def machine_settings() -> dict:
     """TensorFlow's version and effective thread pools: their sizes decide how reductions
     split, so they change the bits of a step."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = len(usable_cpus())
     threading = tf.config.threading
     return {
         "tensorflow": tf.__version__, "cpus": cpus,
@@ -266,7 +276,7 @@ def write_settings(checkpoint_path: str, step: int, settings: dict) -> None:
     files = files_for(checkpoint_path)
     folder = os.path.dirname(checkpoint_path)
     for stale in files.matching(os.path.join(folder, "*" + CHECKPOINT_SETTINGS)):
-        if not files.has(stale[:-len(CHECKPOINT_SETTINGS)] + ".index"):
+        if not files.has(stale[:-len(CHECKPOINT_SETTINGS)] + INDEX):
             files.delete(stale)
 
 

@@ -13,13 +13,19 @@ import glob
 import json
 import logging
 import os
-import re
 import uuid
 
 from tfyard.data.formats import canonical
 from tfyard.errors import UserError, plain_op_error
 from tfyard.runfiles.files import files_for
-from tfyard.runfiles.layout import CHECKPOINTS, TEMPORARIES, RunDirectory
+from tfyard.runfiles.layout import (
+    CHECKPOINTS,
+    INDEX,
+    TEMPORARIES,
+    RunDirectory,
+    checkpoint_name,
+    checkpoint_step,
+)
 
 log = logging.getLogger("tfyard")
 
@@ -43,11 +49,10 @@ def checkpoint_paths(directory: str) -> list[str]:
             paths.remove(state.model_checkpoint_path)
         paths.append(state.model_checkpoint_path)
         return list(reversed(paths))   # TensorFlow has joined relative ones to `directory`
-    found = files_for(directory).matching(os.path.join(directory, "ckpt-*.index"))
-    number = re.compile(r"ckpt-(\d+)\.index$")
-    found = [path for path in found if number.search(path)]
-    found.sort(key=lambda path: int(number.search(path).group(1)), reverse=True)
-    return [path[:-len(".index")] for path in found]
+    found = files_for(directory).matching(os.path.join(directory, checkpoint_name("*") + INDEX))
+    found = [path for path in found if checkpoint_step(path) is not None]
+    found.sort(key=checkpoint_step, reverse=True)
+    return [path[:-len(INDEX)] for path in found]
 
 
 def remove_temporaries(output_dir: str) -> None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from tfyard.distribute import jobid
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.process import envvars, liveness
 from tfyard.replace import check_writable
 from tfyard.runfiles.files import LocalFiles
@@ -59,7 +60,6 @@ ENDING_S = 5.0   # how long a killed holder on this host gets to leave the kerne
 POLL_S = 0.5   # how often a member looks at the lease while it waits for the holder
 RECONCILED = "reconciled"
 TRIES = 5
-FLAG = "--output_dir"
 
 
 class Why(enum.Enum):
@@ -194,17 +194,17 @@ class InBucket:
 
     def __init__(self, url: str):
         self.where = url
-        self.place = location(url, FLAG).child(LEASE)
+        self.place = location(url, OUTPUT_FLAG).child(LEASE)
         self.store = stores.of(self.place.scheme)
         self.version: str | None = None
         self._seen: str | None = None   # the version of the holder last read
 
     def read(self) -> dict | None:
-        found = self.store.head(self.place, FLAG)
+        found = self.store.head(self.place, OUTPUT_FLAG)
         if found is None:
             return None
         try:
-            holder = json.loads(self.store.read(self.place, FLAG) or b"")
+            holder = json.loads(self.store.read(self.place, OUTPUT_FLAG) or b"")
         except ValueError:
             holder = {}
         if not isinstance(holder, dict):
@@ -213,30 +213,30 @@ class InBucket:
         return {**holder, "age": found.age}
 
     def create(self, me: dict) -> bool:
-        self.version = self.store.put(self.place, _body(me), FLAG, if_absent=True)
+        self.version = self.store.put(self.place, _body(me), OUTPUT_FLAG, if_absent=True)
         if self.version:
             self._require_conditions(me)
         return bool(self.version)
 
     def _require_conditions(self, me: dict) -> None:
         """A store that ignores conditional writes would let a second run in: refuse it."""
-        if self.store.put(self.place, _body(me), FLAG, if_absent=True) is None:
+        if self.store.put(self.place, _body(me), OUTPUT_FLAG, if_absent=True) is None:
             return
-        self.store.delete(self.place, FLAG)
-        raise UserError(f"{FLAG} {self.where}: the store {self.store.where()} ignores "
+        self.store.delete(self.place, OUTPUT_FLAG)
+        raise UserError(f"{OUTPUT_FLAG} {self.where}: the store {self.store.where()} ignores "
                         f"{self.store.conditions}, so tfyard cannot keep a second run out of "
                         "this prefix; use a store that has them (AWS S3, GCS, MinIO, Ceph, R2) "
                         "or a local --output_dir")
 
     def take_over(self, _holder: dict, me: dict) -> bool:
-        self.version = self.store.put(self.place, _body(me), FLAG, if_match=self._seen)
+        self.version = self.store.put(self.place, _body(me), OUTPUT_FLAG, if_match=self._seen)
         return bool(self.version)
 
     def taken(self) -> None:
         """Nothing to put right: the bucket is written by the publisher only."""
 
     def renew(self, me: dict) -> bool:
-        version = self.store.put(self.place, _body(me), FLAG, if_match=self.version)
+        version = self.store.put(self.place, _body(me), OUTPUT_FLAG, if_match=self.version)
         if version is None:
             return False
         self.version = version
@@ -244,9 +244,9 @@ class InBucket:
 
     def release(self, _me: dict) -> None:
         with contextlib.suppress(UserError):
-            found = self.store.head(self.place, FLAG)
+            found = self.store.head(self.place, OUTPUT_FLAG)
             if found is not None and found.version == self.version:
-                self.store.delete(self.place, FLAG)
+                self.store.delete(self.place, OUTPUT_FLAG)
 
 
 def _body(me: dict) -> bytes:
@@ -326,7 +326,7 @@ def take_lease(output_dir: str, cluster) -> contextlib.AbstractContextManager:
     no atomic link (hdfs://), hold none."""
     if not cluster.is_coordinator or RunDirectory(output_dir).files.remote:
         return contextlib.nullcontext()
-    check_writable(output_dir, "--output_dir", "into")
+    check_writable(output_dir, OUTPUT_FLAG, "into")
     return claim(OnDisk(output_dir), output_dir)
 
 
@@ -345,7 +345,7 @@ def wait_reconciled(url: str, start: str | None, timeout: float) -> None:
         if holder and holder.get(RECONCILED) and start and holder.get("token") == start:
             return
         if time.monotonic() > deadline:
-            raise UserError(f"{FLAG} {url}: the chief did not make its copy one with the bucket "
-                            f"within {timeout:.0f}s, so this member cannot know which checkpoint "
-                            "to resume from; start the chief or raise --startup_timeout")
+            raise UserError(f"{OUTPUT_FLAG} {url}: the chief did not make its copy one with the "
+                            f"bucket within {timeout:.0f}s, so this member cannot know which "
+                            "checkpoint to resume from; start the chief or raise --startup_timeout")
         time.sleep(POLL_S)

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import os
 
-from tfyard.runfiles.layout import CHECKPOINTS, POINTER
-
-FLAG = "--output_dir"
+from tfyard.flags import OUTPUT_FLAG
+from tfyard.runfiles.layout import CHECKPOINTS, INDEX, POINTER
 
 
 def send_save(objects, place, files: list[str], pointer: str, names: set[str]) -> None:
     """Upload a save's `files` and then the `pointer` file naming it to `place` (a run's
     prefix in the store `objects`); `names`, what the prefix holds, gains what went up."""
-    for file in sorted(files, key=lambda path: (path.endswith(".index"), path)):
+    for file in sorted(files, key=lambda path: (path.endswith(INDEX), path)):
         name = f"{CHECKPOINTS}/{os.path.basename(file)}"
-        objects.upload(file, place.child(name), FLAG)
+        objects.upload(file, place.child(name), OUTPUT_FLAG)
         names.add(name)
     text = held_only(os.path.dirname(pointer), names)
-    objects.put(place.child(f"{CHECKPOINTS}/{POINTER}"), text.encode(), FLAG)
+    objects.put(place.child(f"{CHECKPOINTS}/{POINTER}"), text.encode(), OUTPUT_FLAG)
     names.add(f"{CHECKPOINTS}/{POINTER}")
 
 
@@ -37,7 +36,7 @@ def held_only(folder: str, names: set[str]) -> str:
     paths = [os.path.basename(path) for path in state.all_model_checkpoint_paths]
     stamps = list(state.all_model_checkpoint_timestamps)
     kept = [at for at, name in enumerate(paths)
-            if name == latest or f"{CHECKPOINTS}/{name}.index" in names]
+            if name == latest or f"{CHECKPOINTS}/{name}{INDEX}" in names]
     state.model_checkpoint_path = latest   # TensorFlow joined the names to `folder`
     del state.all_model_checkpoint_paths[:], state.all_model_checkpoint_timestamps[:]
     state.all_model_checkpoint_paths.extend(paths[at] for at in kept)

@@ -19,6 +19,7 @@ import os
 import tempfile
 import time
 
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.replace import TMP
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
@@ -30,6 +31,7 @@ from tfyard.runfiles.layout import (
     SET_ASIDE,
     RunDirectory,
     appended,
+    checkpoint_step,
 )
 from tfyard.storage import mirror, stores
 from tfyard.storage.location import Location
@@ -43,7 +45,6 @@ from tfyard.train.rundir.directory import (
 from tfyard.train.rundir.pointer import send_save
 
 log = logging.getLogger("tfyard")
-FLAG = "--output_dir"
 IDENTITY = ("model", "dataset", "num_classes")   # what runs from before `starts` compare
 
 
@@ -69,7 +70,7 @@ def run_names(copy: str) -> dict[str, str]:
 def reconciled(place: Location, copy: str) -> set[str]:
     """The local `copy` of the run at `place` made one with it (see the module's text);
     returns the names the prefix holds afterwards. The caller holds the run's lease."""
-    theirs = {entry.name: entry for entry in stores.of(place.scheme).listing(place, FLAG)
+    theirs = {entry.name: entry for entry in stores.of(place.scheme).listing(place, OUTPUT_FLAG)
               if entry.name != LEASE}
     run, bucket_step = RunDirectory(copy), _bucket_step(place)
     if run_names(copy) or run.files.has(run.pointer):
@@ -79,7 +80,7 @@ def reconciled(place: Location, copy: str) -> set[str]:
         run.files.move(copy, aside)
         log.warning(f"tfyard: warning: {copy} does not continue the latest checkpoint of "
                     f"{place}: set aside whole as {aside}; resuming from the bucket")
-    return mirror.pulled_run(place, copy, FLAG, leave={LEASE})[1]
+    return mirror.pulled_run(place, copy, OUTPUT_FLAG, leave={LEASE})[1]
 
 
 def _continues(place: Location, run: RunDirectory, theirs: dict[str, Entry],
@@ -88,11 +89,11 @@ def _continues(place: Location, run: RunDirectory, theirs: dict[str, Entry],
     if bucket_step is None:   # no checkpoint there: nothing the copy could undo
         return True
     local = _latest(run.checkpoints)
-    if local is None or _number(local) < bucket_step:
+    if local is None or checkpoint_step(local) < bucket_step:
         return False
     if RUN_FILE not in theirs:
         return True
-    text = stores.of(place.scheme).read(place.child(RUN_FILE), FLAG) or b""
+    text = stores.of(place.scheme).read(place.child(RUN_FILE), OUTPUT_FLAG) or b""
     records = parse_json_lines(text.decode("utf-8", "replace"), str(place.child(RUN_FILE)))
     return bool(records) and _same_lineage(read_run(run.root) or {}, records[-1])
 
@@ -116,13 +117,13 @@ def _published(place: Location, run: RunDirectory, theirs: dict[str, Entry],
             continue   # the copy's: its latest checkpoint goes up, then the pointer naming it
         if name not in ours or appended(name) and _theirs_extend(place, run, name, entry):
             down.append(entry)
-    mirror.fetched(place, down, run.root, FLAG)
+    mirror.fetched(place, down, run.root, OUTPUT_FLAG)
     names = set(theirs)
     _push_newer(place, run, bucket_step, names)
     objects = stores.of(place.scheme)
     for name, path in sorted(run_names(run.root).items()):
         if name not in theirs or not _held(path, theirs[name]):
-            objects.upload(path, place.child(name), FLAG)
+            objects.upload(path, place.child(name), OUTPUT_FLAG)
             names.add(name)
     return names
 
@@ -135,7 +136,7 @@ def _theirs_extend(place: Location, run: RunDirectory, name: str, entry: Entry) 
     if _held(path, entry):
         return False
     ours = run.files.read_from(path, 0)
-    theirs = stores.of(place.scheme).read(place.child(name), FLAG) or b""
+    theirs = stores.of(place.scheme).read(place.child(name), OUTPUT_FLAG) or b""
     if ours.startswith(theirs):
         return False
     if theirs.startswith(ours):
@@ -168,14 +169,14 @@ def _held(path: str, entry: Entry) -> bool:
 
 def _bucket_step(place: Location) -> int | None:
     """The step of the latest checkpoint the bucket's pointer names, if any."""
-    text = stores.of(place.scheme).read(place.child(f"{CHECKPOINTS}/{POINTER}"), FLAG)
+    text = stores.of(place.scheme).read(place.child(f"{CHECKPOINTS}/{POINTER}"), OUTPUT_FLAG)
     if text is None:
         return None
     with tempfile.TemporaryDirectory(prefix="tfyard-pointer-") as theirs:
         RunDirectory(theirs).files.write_whole(os.path.join(theirs, POINTER),
                                                text.decode("utf-8", "replace"))
         latest = _latest(theirs)
-    return None if latest is None else _number(latest)
+    return None if latest is None else checkpoint_step(latest)
 
 
 def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
@@ -183,7 +184,7 @@ def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
     """Upload the copy's latest checkpoint when the bucket's (at `bucket_step`) is older or
     absent: its files, then the pointer; their names added to `names`."""
     local = _latest(run.checkpoints) if run.files.has(run.pointer) else None
-    if local is None or (bucket_step is not None and bucket_step >= _number(local)):
+    if local is None or (bucket_step is not None and bucket_step >= checkpoint_step(local)):
         return
     log.info(f"tfyard: uploading {os.path.basename(local)}, which {run.root} holds and "
              f"{place} does not yet")
@@ -195,8 +196,3 @@ def _latest(checkpoints: str) -> str | None:
     """The latest checkpoint the pointer in `checkpoints` names (`.../ckpt-N`), if any."""
     named = checkpoint_paths(checkpoints)
     return named[0] if named else None
-
-
-def _number(checkpoint: str) -> int:
-    """N of `.../ckpt-N`."""
-    return int(checkpoint.rpartition("-")[2])

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfyard.errors import UserError, plain_op_error
-from tfyard.runfiles.layout import CHECKPOINTS, RunDirectory
+from tfyard.runfiles.layout import CHECKPOINTS, DATA, INDEX, RunDirectory
 from tfyard.storage import readable_path
 from tfyard.train.rundir.directory import checkpoint_paths
 
@@ -69,7 +69,7 @@ def open_source(given: str, work_dir: str | None = None) -> Iterator[Source]:
     path = os.path.abspath(os.path.expanduser(readable_path(given, work_dir, FLAG)))
     if os.path.isdir(path):
         yield _checkpoint(given, _newest_checkpoint(given, path))
-    elif os.path.exists(path + ".index"):
+    elif os.path.exists(path + INDEX):
         yield _checkpoint(given, path)
     elif not os.path.exists(path):
         raise UserError(f"{FLAG} {given}: no such file or directory; give {FORMS}")
@@ -105,7 +105,7 @@ def _checkpoint(given: str, prefix: str) -> Source:
         raise UserError(f"{FLAG} {given}: checkpoint {prefix} cannot be read "
                         f"({plain_op_error(exc)[:160]}); give {FORMS}") from None
     shapes = {name: tuple(shape_map[key]) for name, key in keys.items()}
-    files = [prefix + ".index", *sorted(tf.io.gfile.glob(prefix + ".data-*"))]
+    files = [prefix + INDEX, *sorted(tf.io.gfile.glob(prefix + DATA + "*"))]
     return Source(given, prefix, "checkpoint", False, shapes,
                   lambda name: np.asarray(reader.get_tensor(keys[name])), files)
 
