@@ -112,8 +112,46 @@ def _run(search: Search) -> dict:
 
 
 def _study(search: Search, processes: ForkServer) -> dict:
+    opened = _open(search)
+    loop = _Loop(search, processes, opened)
+    previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
+    try:
+        loop.run()
+    except Stopped as stop:
+        loop.stop(stop)
+    finally:
+        restore_handlers(previous)
+    summary = _summary(search, opened.study, opened.place)
+    failed = loop.failures > search.max_failures
+    if opened.runs:
+        opened.runs.close(opened.place.home.root, "FAILED" if failed else "FINISHED")
+    if failed:
+        raise UserError(f"{loop.failures} trials failed, more than --max_failures "
+                        f"{search.max_failures}; see {opened.place.home.logs}, "
+                        "fix the cause and rerun the same command to go on")
+    return summary
+
+
+@dataclass
+class _Opened:
+    """A study as this tune opened it: Optuna's study and storage, its rungs, where it
+    lives, its MLflow runs, how many trials it wants, PBT's population, and the trials a
+    killed tune left running here."""
+
+    study: object
+    storage: object
+    rungs: Rungs
+    place: StudyPlace
+    runs: StudyRuns | None
+    wanted: int
+    population: pbt.Population | None
+    left: list
+
+
+def _open(search: Search) -> _Opened:
+    """Create or load the study (recording its identity when new), set its pruner, start its
+    MLflow runs, make its folders, and finish a PBT round a killed tune left midway."""
     optuna = studies.import_optuna()
-    states = optuna.trial.TrialState
     storage = studies.open_storage(search.storage)
     study = optuna.create_study(
         storage=storage, study_name=search.study_name,
@@ -131,83 +169,112 @@ def _study(search: Search, processes: ForkServer) -> dict:
     wanted = search.trials
     if search.sampler == "grid":
         wanted = min(wanted, math.prod(len(values) for values in search.grid().values()))
-    left = [t for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))
+    left = [t for t in study.get_trials(deepcopy=False,
+                                        states=(optuna.trial.TrialState.RUNNING,))
             if place.holds(t.user_attrs.get("run_dir"))]
-    running: dict[int, RunningTrial] = {}
     population = pbt.Population(search.space, search.pbt_interval, search.direction ==
                                 "maximize", search.seed, place, storage) \
         if search.scheduler == "pbt" else None
     for line in population.finish(study, search.metric.name) if population else ():
         print(line, flush=True)   # a round a killed tune left midway, before any resume
-    paused: dict[int, float | None] = {}   # PBT: trials stopped at the interval, their values
-    failures, deadline = 0, time.monotonic() + (search.timeout or math.inf)
-    ended, plotted = False, time.monotonic()   # a trial ended since the summary was written
-    previous = install_stop_handlers()   # SIGINT/SIGTERM: Stopped, trials saved first
-    try:
+    return _Opened(study, storage, rungs, place, runs, wanted, population, left)
+
+
+class _Loop:
+    """--parallel trials kept running until the study has its trials: first those to resume
+    (left running by a killed tune, or paused at PBT's interval), then new ones asked of
+    Optuna; each ending told to Optuna, the summary rewritten once the next have started."""
+
+    def __init__(self, search: Search, processes: ForkServer, opened: _Opened):
+        self.search, self.processes, self.opened = search, processes, opened
+        self.states = studies.import_optuna().trial.TrialState
+        self.left = list(opened.left)
+        self.running: dict[int, RunningTrial] = {}
+        self.paused: dict[int, float | None] = {}   # PBT: stopped at the interval, values
+        self.failures = 0
+        self.deadline = time.monotonic() + (search.timeout or math.inf)
+        self.ended, self.plotted = False, time.monotonic()   # an end since the summary
+
+    def run(self) -> None:
         while True:
-            done, busy = _counts(study, states)
-            if paused and not running:   # the population at its interval: PBT's round
-                for line in population.next_round(study, paused, search.metric.name):
-                    print(line, flush=True)
-                left = [t for t in study.get_trials(deepcopy=False) if t.number in paused]
-                paused = {}
-            while len(running) < search.parallel and (left or (
-                    done + busy < wanted
-                    and failures <= search.max_failures and time.monotonic() < deadline)):
-                with stops_held():   # no trial asked of Optuna is left without its run
-                    resumed = left.pop(0) if left else None
-                    if resumed is None:
-                        _reseed(search, study)
-                    asked = None if resumed else _ask(study, states, wanted)
-                    if not (asked or resumed):
-                        break   # the study is full: another tune asked at the same moment
-                    busy += resumed is None
-                    trial = _start(search, study, storage, asked, resumed, runs, population,
-                                   processes, [t.devices for t in running.values()], rungs)
-                    running[trial.number] = trial
-            if ended:   # once the next trials have started: they need not wait for it
-                plot = time.monotonic() - plotted >= PLOT_S
-                _summary(search, study, place, plot)
-                ended = False
-                if plot:
-                    plotted = time.monotonic()
-            if not running:
-                break
+            if self.paused and not self.running:   # the population at its interval
+                self._next_round()
+            self._start_more()
+            if self.ended:   # once the next trials have started: they need not wait for it
+                self._summarize()
+            if not self.running:
+                return
             time.sleep(POLL_S)
-            for number, trial in list(running.items()):
-                if trial.poll():
-                    del running[number]
-                    if population and trial.proc.returncode == PAUSED_EXIT_CODE \
-                            and not trial.pruned:   # stopped at its --pause_at_step
-                        paused[number] = trial.value
-                        continue
-                    failures += not _tell(search, study, states, trial)
-                    if runs:
-                        runs.ended(study, number, search.metric.name)
-                    place.publish(trial.log_path)
-                    ended = True
-    except Stopped as stop:
-        for trial in running.values():
+            self._reap()
+
+    def _next_round(self) -> None:
+        """PBT's round: exploit and explore, then resume the whole population."""
+        opened = self.opened
+        for line in opened.population.next_round(opened.study, self.paused,
+                                                 self.search.metric.name):
+            print(line, flush=True)
+        self.left = [t for t in opened.study.get_trials(deepcopy=False)
+                     if t.number in self.paused]
+        self.paused = {}
+
+    def _start_more(self) -> None:
+        search, opened = self.search, self.opened
+        done, busy = _counts(opened.study, self.states)
+        while len(self.running) < search.parallel and (self.left or (
+                done + busy < opened.wanted and self.failures <= search.max_failures
+                and time.monotonic() < self.deadline)):
+            with stops_held():   # no trial asked of Optuna is left without its run
+                resumed = self.left.pop(0) if self.left else None
+                if resumed is None:
+                    _reseed(search, opened.study)
+                asked = None if resumed else _ask(opened.study, self.states, opened.wanted)
+                if not (asked or resumed):
+                    return   # the study is full: another tune asked at the same moment
+                busy += resumed is None
+                trial = _start(search, opened.study, opened.storage, asked, resumed,
+                               opened.runs, opened.population, self.processes,
+                               [t.devices for t in self.running.values()], opened.rungs)
+                self.running[trial.number] = trial
+
+    def _summarize(self) -> None:
+        plot = time.monotonic() - self.plotted >= PLOT_S
+        _summary(self.search, self.opened.study, self.opened.place, plot)
+        self.ended = False
+        if plot:
+            self.plotted = time.monotonic()
+
+    def _reap(self) -> None:
+        """Tell Optuna how each trial that ended did; keep PBT's paused ones aside."""
+        opened = self.opened
+        for number, trial in list(self.running.items()):
+            if not trial.poll():
+                continue
+            del self.running[number]
+            if opened.population and trial.proc.returncode == PAUSED_EXIT_CODE \
+                    and not trial.pruned:   # stopped at its --pause_at_step
+                self.paused[number] = trial.value
+                continue
+            self.failures += not _tell(self.search, opened.study, self.states, trial)
+            if opened.runs:
+                opened.runs.ended(opened.study, number, self.search.metric.name)
+            opened.place.publish(trial.log_path)
+            self.ended = True
+
+    def stop(self, stop: Stopped) -> None:
+        """SIGINT/SIGTERM: every running trial saves and ends, the summary is written, and
+        tune exits 128 + the signal; the same command continues the study."""
+        running, opened = list(self.running.values()), self.opened
+        for trial in running:
             trial.stop()
-        for trial in running.values():
+        for trial in running:
             trial.wait()
-        place.publish(*(trial.log_path for trial in running.values()))
-        _summary(search, study, place)
-        if runs:
-            runs.close(directory.root, "KILLED")   # a rerun continues it
+        opened.place.publish(*(trial.log_path for trial in running))
+        _summary(self.search, opened.study, opened.place)
+        if opened.runs:
+            opened.runs.close(opened.place.home.root, "KILLED")   # a rerun continues it
         print(f"tune: stopped; {len(running)} running trial(s) saved a checkpoint and "
               "continue when the same command runs again", file=sys.stderr)
         raise SystemExit(128 + stop.signum) from None
-    finally:
-        restore_handlers(previous)
-    summary = _summary(search, study, place)
-    if runs:
-        runs.close(directory.root, "FAILED" if failures > search.max_failures else "FINISHED")
-    if failures > search.max_failures:
-        raise UserError(f"{failures} trials failed, more than --max_failures "
-                        f"{search.max_failures}; see {directory.logs}, "
-                        "fix the cause and rerun the same command to go on")
-    return summary
 
 
 def _summary(search: Search, study, place: StudyPlace, plot: bool = True) -> dict:
