@@ -548,3 +548,48 @@ def test_the_internals_check_sees_an_import_and_a_name():
     assert internal_names("tfyard.keras_startup", planted) == [
         "keras.src.backend", "tensorflow.python.eager",
         "tensorflow.python.keras.engine.training_v1"]
+
+
+# Where a path lives is `storage`'s question (and `runfiles`', which asks it): elsewhere no
+# module tests a path for a scheme itself. (module, the test as written) allowed, with why.
+SCHEME_TESTS_ALLOWED: dict[tuple[str, str], str] = {
+    ("tfyard.tune.study", "url.startswith('postgresql://')"): "a database URL given to "
+    "SQLAlchemy, which names its driver in the scheme: not a place of files",
+    ("tfyard.predict.worker", "path.startswith('file://')"): "the file URI Spark's and "
+    "Ray's readers hand over for a local file, made a path again: not a bucket",
+}
+
+
+def scheme_tests(module: str, source: str | None = None) -> list[str]:
+    """`module`'s tests of a string for a URL scheme: `"://" in x`, `x.startswith("s3://")`
+    and the like (prose, such as help and errors, is not a test)."""
+    found = []
+    for node in ast.walk(ast.parse(MODULES[module].read_text() if source is None else source)):
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            tested = node.left
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("startswith", "removeprefix", "split", "partition") \
+                and node.args:
+            tested = node.args[0]
+        else:
+            continue
+        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and "://" in n.value
+               for n in ast.walk(tested)):
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_only_storage_and_the_run_store_test_for_a_scheme():
+    wrong = [f"{module}: {test}" for module in MODULES
+             if not module.startswith(("tfyard.storage", "tfyard.runfiles"))
+             for test in scheme_tests(module) if (module, test) not in SCHEME_TESTS_ALLOWED]
+    assert not wrong, "a scheme tested outside storage and runfiles (ask storage.in_bucket " \
+        "or runfiles.files_for):\n" + "\n".join(wrong)
+
+
+def test_the_scheme_check_sees_each_way_of_testing():
+    planted = ('if "://" in path:\n    pass\nremote = url.startswith(("s3://", "gs://"))\n'
+               'bucket, _, key = url.removeprefix("s3://").partition("/")\n'
+               'raise UserError(f"give s3://BUCKET/PREFIX, not {path}")\n')
+    assert scheme_tests("tfyard.cli.train", planted) == [
+        "'://' in path", "url.startswith(('s3://', 'gs://'))", "url.removeprefix('s3://')"]
