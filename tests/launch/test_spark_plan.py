@@ -48,3 +48,13 @@ def test_the_step_cap_reaches_members_wherever_they_run(monkeypatch):
     its full 2002 steps without it)."""
     monkeypatch.setenv(MAX_STEPS, "3")
     assert passed_env()[MAX_STEPS] == "3"
+
+
+def test_a_nodes_own_step_cap_never_holds_a_run(monkeypatch):
+    """An executor started while another run was capped (the docs test's Spark) keeps that
+    cap in its environment: a member has the driver's cap, or none where the driver has none."""
+    from tfyard.launch.context import on_node
+
+    monkeypatch.setenv(MAX_STEPS, "3")
+    assert MAX_STEPS not in on_node({"TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert on_node({MAX_STEPS: "5"})[MAX_STEPS] == "5"

@@ -24,10 +24,25 @@ PASS_THROUGH = ("TFYARD_STARTUP_TIMEOUT", "TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTRAO
 PASS_PREFIXES = ("MLFLOW_", *stores.SETTINGS)
 
 
+# The driver's alone: a node's own value never holds (a long-lived Spark executor or Ray
+# worker started under another run's step cap would hold this run to it).
+DRIVERS_ONLY = (MAX_STEPS,)
+
+
 def passed_env() -> dict[str, str]:
     """The driver's environment that every member gets (secrets among them: never print)."""
     return {name: value for name, value in os.environ.items()
             if name in PASS_THROUGH or name.startswith(PASS_PREFIXES)}
+
+
+def on_node(passed: dict[str, str]) -> dict[str, str]:
+    """A member's environment on its executor or actor: the node's, `passed` (the driver's,
+    `passed_env`) over it, and the names only the driver decides exactly as it has them."""
+    env = {**os.environ, **passed}
+    for name in DRIVERS_ONLY:
+        if name not in passed:
+            env.pop(name, None)
+    return env
 
 
 @dataclass(frozen=True)

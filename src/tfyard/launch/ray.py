@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
-from tfyard.launch.context import PAYLOAD_MODULE, Context, passed_env, write_payload
+from tfyard.launch.context import (
+    PAYLOAD_MODULE,
+    Context,
+    on_node,
+    passed_env,
+    write_payload,
+)
 from tfyard.launch.local import ProcessMember, check_command, member_env
 from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import reserve_port
@@ -149,7 +155,7 @@ class MemberActor:
         if payload is not None:
             command = [sys.executable, "-m", PAYLOAD_MODULE,
                        write_payload(self.scratch, *payload)]
-        env = member_env(parse_tf_config(tf_config), {**os.environ, **env})
+        env = member_env(parse_tf_config(tf_config), on_node(env))
         beat = os.path.join(self.scratch, "heartbeat") if heartbeat else None
         self.member = ProcessMember(name, command, env, self._keep, beat, self.cwd)
         return self.member.proc.pid

@@ -25,7 +25,13 @@ from contextlib import contextmanager
 
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
-from tfyard.launch.context import PAYLOAD_MODULE, Context, passed_env, write_payload
+from tfyard.launch.context import (
+    PAYLOAD_MODULE,
+    Context,
+    on_node,
+    passed_env,
+    write_payload,
+)
 from tfyard.launch.local import ProcessMember, check_command, member_env, stop_group
 from tfyard.launch.output import locked_writer
 from tfyard.launch.ports import reserved_ports
@@ -207,7 +213,7 @@ def _run_member(members, command, env, cwd, address, token, board) -> str:
         gpu = spark.resources().get("gpu")
         ctx = Context(rank, member.job, member.index, config.to_tf_config()["cluster"],
                       config.num_workers, cwd)
-        base = {**os.environ, **env}
+        base = on_node(env)
         with _LineSource(address, token) as out:
             handles = [ProcessMember(member.name, command(ctx, scratch),
                                      member_env(config, base, gpu and gpu.addresses), out)]
