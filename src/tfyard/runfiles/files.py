@@ -21,7 +21,8 @@ import shutil
 import time
 
 from tfyard.errors import UserError
-from tfyard.replace import recover_all, replacing_directory, replacing_file
+from tfyard.process.staged import recover_all
+from tfyard.replace import replacing_directory, replacing_file
 from tfyard.storage import refuse_bucket, scheme_of
 
 

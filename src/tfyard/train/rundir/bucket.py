@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from tfyard.errors import UserError
 from tfyard.process.sender import Newest, Sender, Timing
-from tfyard.replace import staging_pattern
+from tfyard.process.staged import staging_pattern
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
     EXPORT,

@@ -19,7 +19,7 @@ import os
 import tempfile
 import time
 
-from tfyard.replace import TMP
+from tfyard.process.staged import TMP
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
     EXPORT,
@@ -51,7 +51,7 @@ def skipped(name: str) -> bool:
     """Files of the copy that are not the run's: the lease, temporaries, snapshots."""
     first = name.split("/", 1)[0]
     return (first in (CHECKPOINTS, PUBLISHING, LEASE)
-            or TMP in name or mirror.PARTIAL in name)
+            or TMP in name)
 
 
 def run_names(copy: str) -> dict[str, str]:
