@@ -31,16 +31,12 @@ from tfyard.runfiles.layout import (
     RunDirectory,
     appended,
 )
+from tfyard.runfiles.record import parse_json_lines, read_run
 from tfyard.storage import mirror, stores
 from tfyard.storage.location import Location
 from tfyard.storage.store import Entry
-from tfyard.train.rundir.directory import (
-    STARTS,
-    checkpoint_paths,
-    parse_json_lines,
-    read_run,
-)
-from tfyard.train.rundir.pointer import send_save
+from tfyard.train.rundir.directory import STARTS, checkpoint_paths
+from tfyard.train.rundir.pointer import publish_save
 
 log = logging.getLogger("tfyard")
 FLAG = "--output_dir"
@@ -180,15 +176,15 @@ def _bucket_step(place: Location) -> int | None:
 
 def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
                 names: set[str]) -> None:
-    """Upload the copy's latest checkpoint when the bucket's (at `bucket_step`) is older or
-    absent: its files, then the pointer; their names added to `names`."""
+    """Publish the copy's latest checkpoint (`publish_save`) when the bucket's (at
+    `bucket_step`) is older or absent; `names` kept as the bucket's."""
     local = _latest(run.checkpoints) if run.files.has(run.pointer) else None
     if local is None or (bucket_step is not None and bucket_step >= _number(local)):
         return
     log.info(f"tfyard: uploading {os.path.basename(local)}, which {run.root} holds and "
              f"{place} does not yet")
-    send_save(stores.of(place.scheme), place, run.files.matching(glob.escape(local) + ".*"),
-              run.pointer, names)
+    publish_save(stores.of(place.scheme), place,
+                 run.files.matching(glob.escape(local) + ".*"), run.pointer, names)
 
 
 def _latest(checkpoints: str) -> str | None:
