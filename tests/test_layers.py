@@ -13,7 +13,8 @@ sideways, and no module imports itself back through others.
     replace, progress           how an output is written and how long work shows, which
                                 `data` uses too
     storage                     where a path lives: local disk or a bucket
-    process                     numbers from the environment, liveness of a pid
+    process                     numbers from the environment, liveness of a pid, a file
+                                put in place whole (`replace` and `storage` use it)
     flags, dtypes, compat, the tfyard package itself (__version__): errors alone
     errors                      no tfyard imports
 
@@ -470,8 +471,9 @@ def test_the_twin_checker_sees_the_old_copies():
     assert twins("T = Timing(period=2, backoff=4, most_backoff=30)\n") == set()
 
 
-# Calls that put a file in place or write one whole, which only `tfyard.replace` may make for
-# an output: os.replace, os.rename, shutil.move and any `.rename`, `.write_text`, `.write_bytes`.
+# Calls that put a file in place or write one whole, which only `tfyard.replace` and its scheme
+# `tfyard.process.staged` may make: os.replace, os.rename, shutil.move and any `.rename`,
+# `.write_text`, `.write_bytes`.
 PLACING = {"replace", "rename", "move", "write_text", "write_bytes"}
 # (module, the call as written) allowed outside replace.py, with the reason.
 PLACES_ALLOWED: dict[tuple[str, str], str] = {
@@ -482,9 +484,10 @@ PLACES_ALLOWED: dict[tuple[str, str], str] = {
     "(`reconcile`): a rename of what exists, no output written",
     ("tfyard.storage", "os.rename"): "a run's local copy that an older tfyard left inside the "
     "default work dir, moved whole to its place (`run_copy`): a copy moved, not an output written",
-    ("tfyard.storage.mirror", "os.replace"): "a bucket's object downloaded into the local "
-    "cache, its partial name one that the store's copy skips: an input cached, not an output",
 }
+
+
+PLACERS = ("tfyard.replace", "tfyard.process.staged")
 
 
 def placing_calls(module: str, source: str | None = None) -> list[str]:
@@ -501,7 +504,7 @@ def placing_calls(module: str, source: str | None = None) -> list[str]:
 
 
 def test_outputs_are_put_in_place_by_replace_only():
-    wrong = [f"{module}: {call}" for module in MODULES if module != "tfyard.replace"
+    wrong = [f"{module}: {call}" for module in MODULES if module not in PLACERS
              for call in placing_calls(module) if (module, call) not in PLACES_ALLOWED]
     assert not wrong, "outputs put in place outside tfyard.replace:\n" + "\n".join(wrong)
     used = {(module, call) for module in MODULES for call in placing_calls(module)}

@@ -1,5 +1,6 @@
-"""`tfyard.replace`: outputs checked first, replaced whole, and never lost to a kill or to
-another writer; on real files and real processes killed with SIGKILL."""
+"""`tfyard.replace` and its scheme `tfyard.process.staged`: outputs checked first, replaced
+whole, and never lost to a kill or to another writer; on real files and real processes killed
+with SIGKILL."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from tfyard import replace
 from tfyard.errors import UserError
+from tfyard.process import staged
 
 FILES = 300   # in each version of the directory: its removal takes a while to kill into
 
@@ -25,15 +27,16 @@ FILES = 300   # in each version of the directory: its removal takes a while to k
 WRITER = textwrap.dedent(f"""
     import os, sys
     from tfyard import replace
+    from tfyard.process import staged
     out = sys.argv[1]
     if sys.argv[2:] == ["exchanged"]:
-        exchange = replace._exchange
+        exchange = staged._exchange
         def exchanged(one, other):
             exchange(one, other)
             os.kill(os.getpid(), 9)
-        replace._exchange = exchanged
+        staged._exchange = exchanged
     if sys.argv[2:] == ["set-aside"]:
-        replace._exchange = lambda one, other: False
+        staged._exchange = lambda one, other: False
         rename = os.rename
         def renamed(source, target):
             if target == out and os.path.isdir(os.path.join(os.path.dirname(source), "old")):
@@ -102,8 +105,8 @@ def test_a_file_and_a_directory_are_replaced_whole_and_leave_nothing_else(tmp_pa
         raise ValueError
     assert path.read_text() == "second" and os.listdir(folder) == []
     assert sorted(os.listdir(tmp_path)) == ["parts", "rows.csv"]
-    assert replace.staging_name("/a/b") != replace.staging_name("/a/b")
-    assert replace.staging_name("/a/b").startswith("/a/.b.tmp-")
+    assert staged.staging_name("/a/b") != staged.staging_name("/a/b")
+    assert staged.staging_name("/a/b").startswith("/a/.b.tmp-")
 
 
 def test_a_writer_that_opens_its_file_by_name_replaces_it_whole(tmp_path):
@@ -167,7 +170,7 @@ def test_a_writer_killed_right_after_the_exchange_leaves_the_new_output(tmp_path
     assert _complete(out) and (out / "0").read_text() == "2"
     [leftover] = [p for p in tmp_path.iterdir() if p.name != "parts"]
     assert (leftover / "new" / "0").read_text() == "1"   # the previous, to be removed
-    replace.recover(str(out))
+    staged.recover(str(out))
     assert sorted(os.listdir(tmp_path)) == ["parts"] and (out / "0").read_text() == "2"
 
 
@@ -182,7 +185,7 @@ def test_a_previous_output_set_aside_by_a_killed_writer_is_put_back(tmp_path):
     assert not out.exists()
     [leftover] = tmp_path.iterdir()
     assert leftover.name.startswith(".parts.tmp-") and (leftover / "old" / "done").exists()
-    replace.recover(str(out))
+    staged.recover(str(out))
     assert _complete(out) and (out / "0").read_text() == "1"
     assert sorted(os.listdir(tmp_path)) == ["parts"]
 
@@ -212,13 +215,13 @@ def test_a_live_writers_staging_is_left_alone(tmp_path):
                 sys.stdin.readline()
         """), str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "writing\n"
-    staged = {p.name for p in tmp_path.iterdir()}
+    live = {p.name for p in tmp_path.iterdir()}
     with replace.replacing_file(str(out)) as stream:
         stream.write("second")
     with replace.replacing_directory(str(folder)) as new:
         os.mkdir(new)
-    replace.recover_all(str(tmp_path))
-    assert staged <= {p.name for p in tmp_path.iterdir()}   # the live staging untouched
+    staged.recover_all(str(tmp_path))
+    assert live <= {p.name for p in tmp_path.iterdir()}   # the live staging untouched
     for process in (child, holder):
         process.communicate("\n")
         assert process.returncode == 0

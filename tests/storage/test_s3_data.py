@@ -4,6 +4,7 @@ take `s3://`; each fault a user can fix is one line naming it, never the credent
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -46,10 +47,12 @@ def test_a_prefix_is_copied_once_then_kept_equal_to_the_bucket(s3, tmp_path):
 
     s3.put_object(Bucket="copies", Key="set/a.bin", Body=b"new")
     s3.delete_object(Bucket="copies", Key="set/nested/b.bin")
-    partial = os.path.join(local, "a.bin.tfyard-partial-0a1b2c3d")   # a copy beside this one
-    open(partial, "w").close()
-    readable_dir("s3://copies/set", str(work))
-    assert os.path.exists(partial)
+    live, dead = (os.path.join(local, f".a.bin.tmp-{n}") for n in ("0a1b2c3d", "dead"))
+    open(dead, "w").close()   # a killed copy's
+    with open(live, "w") as held:   # a copy beside this one, writing now
+        fcntl.flock(held, fcntl.LOCK_EX)
+        readable_dir("s3://copies/set", str(work))
+    assert os.path.exists(live) and not os.path.exists(dead)
     assert open(os.path.join(local, "a.bin"), "rb").read() == b"new"
     assert not os.path.exists(os.path.join(local, "nested", "b.bin"))
 

@@ -22,7 +22,8 @@ import time
 
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
-from tfyard.replace import recover_all, replacing_directory, replacing_file
+from tfyard.process.staged import recover_all
+from tfyard.replace import replacing_directory, replacing_file
 from tfyard.storage import refuse_bucket, scheme_of
 
 

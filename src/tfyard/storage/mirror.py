@@ -4,26 +4,24 @@ files and the step never waits on the network; and a local folder copied up to a
 
 The copy lives at `CACHE/SCHEME/BUCKET/PREFIX`. Each file keeps the object's size and
 modified time, so a second run copies only what changed; files no longer in the bucket are
-removed, so the copy is the prefix as it is now. Each file is written whole (a temporary file
-renamed into place), so a copy killed midway leaves no torn file, and members that share a
-work directory can copy at once.
+removed, so the copy is the prefix as it is now. Each file is put in place whole by
+`process.staged`, the scheme every output is written by, so a copy killed midway leaves no
+torn file, and members that share a work directory can copy at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from tfyard.errors import UserError
+from tfyard.process import staged
 from tfyard.storage import stores
 from tfyard.storage.location import Location
 from tfyard.storage.store import Entry
 
 PARALLEL = 8   # objects downloaded at once
-PARTIAL = ".tfyard-partial-"   # a file being copied: NAME.tfyard-partial-XXXXXXXX
 
 
 def mirrored(place: Location, cache: str, flag: str,
@@ -94,16 +92,15 @@ def fetched(folder: Location, entries: list[Entry], root: str, flag: str) -> Non
 
 
 def fetch(folder: Location, entry: Entry, root: str, flag: str, pinned: bool = False) -> None:
-    """The object `entry` of `folder` into `root`, written whole: downloaded under a partial
-    name (which a copy beside it skips), stamped with the object's time, renamed into place;
-    `pinned`, only the version listed (`store.Changed` when it is gone)."""
+    """The object `entry` of `folder` into `root`, put in place whole (`staged.replacing_path`)
+    and stamped with the object's time; `pinned`, only the version listed (`store.Changed`
+    when it is gone)."""
     target = os.path.join(root, entry.name)
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    partial = f"{target}{PARTIAL}{uuid.uuid4().hex[:8]}"
-    stores.of(folder.scheme).download(folder.child(entry.name), partial, flag,
-                                      entry.version if pinned else None)
-    os.utime(partial, (entry.modified, entry.modified))
-    os.replace(partial, target)
+    with staged.replacing_path(target) as staging:
+        stores.of(folder.scheme).download(folder.child(entry.name), staging, flag,
+                                          entry.version if pinned else None)
+        os.utime(staging, (entry.modified, entry.modified))
 
 
 def current(path: str, entry: Entry) -> bool:
@@ -116,17 +113,16 @@ def current(path: str, entry: Entry) -> bool:
 
 
 def _remove_others(root: str, names: set[str]) -> None:
-    """Remove local files the bucket no longer holds, and what killed copies left. A copy
-    running beside this one may be writing a partial file: one younger than an hour is kept."""
-    now = time.time()
+    """Remove local files the bucket no longer holds, and what killed copies left
+    (`staged.recover_all`); a live copy's staging beside this one is left to it."""
     for folder, _, files in os.walk(root):
+        staged.recover_all(folder)
         for name in files:
             path = os.path.join(folder, name)
-            if os.path.relpath(path, root) in names:
+            if os.path.relpath(path, root) in names or name.startswith(".") and staged.TMP in name:
                 continue
             with contextlib.suppress(FileNotFoundError):
-                if PARTIAL not in name or now - os.stat(path).st_ctime > 3600:
-                    os.remove(path)
+                os.remove(path)
 
 
 def top_names(place: Location, flag: str) -> list[str]:

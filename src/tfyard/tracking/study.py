@@ -15,15 +15,12 @@ later is named in a warning and the study goes on.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 
 from tfyard import tracking
-from tfyard.errors import UserError
-from tfyard.flags import OUTPUT_FLAG
-from tfyard.runfiles.layout import RUN_FILE, RunDirectory, StudyDirectory, trial_name
-from tfyard.storage import amend_object, location
+from tfyard.runfiles.layout import StudyDirectory, trial_name
+from tfyard.runfiles.record import amend_run
 from tfyard.tracking.mlflow_run import Tracker, created, failure, log_params
 
 log = logging.getLogger("tfyard")
@@ -74,17 +71,8 @@ class StudyRuns:
             run_id = run.info.run_id
             log_params(self.mlflow, run_id, params)
             trial.set_user_attr(CHILD, run_id)
-        run = RunDirectory(copy)
-        named = _named(run.files.read_whole(run.run_file) if run.files.has(run.run_file)
-                       else None, run_id)
-        if named is not None:
-            run.files.make_directory(copy)
-            run.files.write_whole(run.run_file, named)
-        if copy != run_dir:   # a bucket run: its run.json there, which a node's start copies
-            why = amend_object(location(f"{run_dir}/{RUN_FILE}", OUTPUT_FLAG), OUTPUT_FLAG,
-                               lambda body: _named(body, run_id))
-            if why:
-                raise UserError(why)
+        amend_run(copy, lambda record: _named(record, run_id),
+                  run_dir if copy != run_dir else None)   # a bucket run: amended there too
 
     def ended(self, study, number: int, metric: str) -> None:
         """After trial `number` ended: its child's status, the best child's tag, and the
@@ -127,11 +115,10 @@ class StudyRuns:
                         "goes on (its record is in the storage and tune.json)")
 
 
-def _named(text: str | bytes | None, run_id: str) -> bytes | None:
-    """The run.json `text` (None: none yet) naming the MLflow run `run_id`; None when it
+def _named(record: dict | None, run_id: str) -> dict | None:
+    """The run.json `record` (None: none yet) naming the MLflow run `run_id`; None when it
     names one already."""
-    record = json.loads(text) if text else {}
-    return None if CHILD in record else (json.dumps({**record, CHILD: run_id}) + "\n").encode()
+    return None if CHILD in (record or {}) else {**(record or {}), CHILD: run_id}
 
 
 def _best(study) -> str | None:

@@ -26,11 +26,12 @@ from tfyard.errors import PAUSED, PAUSED_EXIT_CODE, PREEMPTED, UserError
 from tfyard.process import envvars
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import RunDirectory, WorkDirectory, checkpoint_name
+from tfyard.runfiles.record import amend_run
 from tfyard.storage import stream
 from tfyard.train.options import TrainOptions, parse_train_args
 from tfyard.train.outside.console import configure_console
 from tfyard.train.rundir.bucket import published
-from tfyard.train.rundir.directory import STARTS, read_run, refuse_other_run, started
+from tfyard.train.rundir.directory import STARTS, refuse_other_run, started
 from tfyard.train.rundir.lease import take_lease
 from tfyard.train.task import usercode
 
@@ -235,7 +236,6 @@ def _restore(prepared: Prepared, saved=None):
         seed_states,
         settings_difference,
     )
-    from tfyard.train.rundir.report import write_json_atomic
     from tfyard.train.weights.pretrained import kept_on_resume
 
     options, run = prepared.context.options, RunDirectory(prepared.context.plat.output_dir)
@@ -249,13 +249,15 @@ def _restore(prepared: Prepared, saved=None):
                               **({"seeds": seeds} if seeds else {}))
     restored = checkpoints.restore_latest()   # before run.json: a refusal changes nothing
     if writes:
-        record, before = run_record(prepared), read_run(run.root) or {}
-        if restored:
-            record = kept_on_resume(record, before or None)
-        if before.get(tracking.RUN_ID):   # the MLflow run a tracked restart continues
-            record[tracking.RUN_ID] = before[tracking.RUN_ID]
-        record[STARTS] = started(before)
-        write_json_atomic(run.run_file, record)
+        def renewed(before: dict | None) -> dict:
+            record, before = run_record(prepared), before or {}
+            if restored:
+                record = kept_on_resume(record, before or None)
+            if before.get(tracking.RUN_ID):   # the MLflow run a tracked restart continues
+                record[tracking.RUN_ID] = before[tracking.RUN_ID]
+            return {**record, STARTS: started(before)}
+
+        amend_run(run.root, renewed)
     if restored and settings and writes:
         difference = settings_difference(settings, read_settings(restored))
         if difference:

@@ -17,12 +17,10 @@ last.
 from __future__ import annotations
 
 import json
-import os
 import random
 
 from tfyard.errors import UserError
-from tfyard.runfiles.layout import RunDirectory
-from tfyard.tune import handover
+from tfyard.tune.handover import hand_over
 from tfyard.tune.study import SCHEDULE, derived_seed, reopened, values_now
 
 PERTURBED = ("learning_rate", "weight_decay", "momentum", "label_smoothing")
@@ -66,17 +64,6 @@ def explore(params: dict, space, rng: random.Random) -> dict:
         value = min(hi, max(lo, params[name] * rng.choice(FACTORS)))
         moved[name] = round(value) if param.kind == "int" else value
     return moved
-
-
-def hand_over(donor: str, recipient: str) -> None:
-    """The donor run's checkpoints/ copied whole in place of the recipient's (a kill leaves
-    one or the other: `replace.replacing_directory`)."""
-    source, target = RunDirectory(donor), RunDirectory(recipient)
-    with target.files.staged_directory(target.checkpoints) as staging:
-        target.files.make_directory(staging)
-        for path in source.files.matching(os.path.join(source.checkpoints, "*")):
-            if not source.files.is_directory(path):   # a save's leftover folder: not one
-                target.files.copy(path, os.path.join(staging, os.path.basename(path)))
 
 
 def scheduled(trial, entry: dict) -> list[dict]:
@@ -128,13 +115,9 @@ class Population:
             schedule = scheduled(to, {"step": step, "donor": donor, "params": params})
             text = json.dumps(schedule, indent=2) + "\n"
             run_dir = to.user_attrs["run_dir"]
-            if self.place.url:
-                handover.hand_over(source.user_attrs["run_dir"], run_dir, self.place.local_run(
-                    run_dir, self.place.work_dir(recipient)), text)
-            else:
-                hand_over(source.user_attrs["run_dir"], run_dir)
-                run = RunDirectory(run_dir)
-                run.files.write_whole(run.schedule, text)
+            copy = self.place.local_run(run_dir, self.place.work_dir(recipient)) \
+                if self.place.url else run_dir
+            hand_over(source.user_attrs["run_dir"], run_dir, copy, text)
             reopened(study, self.storage, recipient).set_user_attr(SCHEDULE, schedule)
             said.append(f"tune: trial {recipient} ({metric} {value:.4g}) takes trial "
                         f"{donor}'s checkpoint at step {step} ({theirs:.4g}) and goes on "

@@ -12,9 +12,9 @@ import time
 from tfyard import tracking
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory, checkpoint_step
+from tfyard.runfiles.record import amend_run
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import read_json_lines, read_run
-from tfyard.train.rundir.report import write_json_atomic
 
 
 def start(settings: tracking.Settings, output_dir: str, label: str, reopen: bool = True):
@@ -33,7 +33,7 @@ def start(settings: tracking.Settings, output_dir: str, label: str, reopen: bool
                             params(record), {"tfyard.output_dir": label}, history,
                             reopen)
     if tracker is not None and tracker.run_id != record.get(tracking.RUN_ID):
-        write_json_atomic(run.run_file, {**record, tracking.RUN_ID: tracker.run_id})
+        amend_run(output_dir, lambda now: {**(now or {}), tracking.RUN_ID: tracker.run_id})
     return tracker
 
 

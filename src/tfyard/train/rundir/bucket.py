@@ -50,9 +50,8 @@ from typing import TYPE_CHECKING
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
 from tfyard.process.sender import Newest, Sender, Timing
-from tfyard.replace import staging_pattern
+from tfyard.process.staged import staging_pattern
 from tfyard.runfiles.layout import (
-    CHECKPOINTS,
     EXPORT,
     LEASE,
     POINTER,
@@ -61,9 +60,8 @@ from tfyard.runfiles.layout import (
 from tfyard.storage import DATA_COPIES, location, mirror, stores, upload_file
 from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
-from tfyard.train.rundir.directory import checkpoint_paths
 from tfyard.train.rundir.lease import take_bucket_lease, wait_reconciled
-from tfyard.train.rundir.pointer import send_save
+from tfyard.train.rundir.pointer import publish_save
 from tfyard.train.rundir.reconcile import reconciled, run_names, skipped
 
 if TYPE_CHECKING:
@@ -152,19 +150,14 @@ class Publisher:
         self.check()   # flushed, or refused meanwhile
 
     def _publish_checkpoint(self, batch: list[str]) -> None:
-        """Upload a save's snapshot: its files, then the pointer naming it (`send_save`);
-        then remove the checkpoints the pointer no longer lists. A failed one is tried
-        again (`Newest`)."""
+        """Publish a save's snapshot (`publish_save`: its files, the pointer naming it, the
+        checkpoints the pointer no longer lists removed). A failed one is tried again
+        (`Newest`)."""
         snapshot, = batch
         pointer = os.path.join(snapshot, POINTER)
         saved = self.run.files.matching(os.path.join(glob.escape(snapshot), "*"))
-        send_save(self.store, self.place, [path for path in saved if path != pointer],
-                  pointer, self._remote)
-        listed = {os.path.basename(saved) for saved in checkpoint_paths(snapshot)}
-        for name in sorted(self._remote):
-            folder, _, file = name.rpartition("/")
-            if folder == CHECKPOINTS and file != POINTER and file.split(".")[0] not in listed:
-                self._delete(name)
+        publish_save(self.store, self.place, [path for path in saved if path != pointer],
+                     pointer, self._remote)
 
     def _publish_files(self) -> None:
         present = run_names(self.copy)

@@ -10,7 +10,6 @@ unparseable line with one warning, and `Reporter` starts its next record on a fr
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
 import uuid
@@ -26,6 +25,7 @@ from tfyard.runfiles.layout import (
     checkpoint_name,
     checkpoint_step,
 )
+from tfyard.runfiles.record import parse_json_lines, read_run
 
 log = logging.getLogger("tfyard")
 
@@ -72,40 +72,6 @@ def read_json_lines(path: str) -> list[dict]:
     """The JSON objects of a JSON-lines file (`metrics.jsonl`); lines that do not parse (torn
     by a kill) are skipped with one warning. A whole JSON file reads as one object."""
     return parse_json_lines(files_for(path).read_whole(path), path)
-
-
-def parse_json_lines(text: str, where: str) -> list[dict]:
-    """`read_json_lines` of a file's text already read (`where` names it in the warning)."""
-    records, torn = [], []
-    try:
-        whole = json.loads(text)
-        return [whole] if isinstance(whole, dict) else []
-    except ValueError:
-        pass
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            torn.append(number)
-    if torn:
-        log.warning(f"tfyard: warning: {where}: skipped {len(torn)} torn line(s) (line "
-                    f"{', '.join(map(str, torn[:5]))}), left by a process killed mid-write")
-    return records
-
-
-def read_run(output_dir: str) -> dict | None:
-    """run.json of `output_dir`: None if there is none, or if it cannot be read (a warning)."""
-    path = RunDirectory(output_dir).run_file
-    if not files_for(path).has(path):
-        return None
-    records = read_json_lines(path)
-    return records[-1] if records else None
 
 
 def started(before: dict | None) -> list[str]:

@@ -3,6 +3,8 @@ and which figures of a report are the objective's (the console shows the same on
 
 from __future__ import annotations
 
+import io
+
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
 from tfyard.storage.stream import REPORTED
@@ -32,7 +34,8 @@ def read_metrics(output_dir: str) -> list[dict]:
 
 
 def plot_run(output_dir: str) -> str:
-    """Write `<output_dir>/curves.png` and return its path."""
+    """Write `<output_dir>/curves.png` (drawn in memory, then written whole through the
+    run's files, as every output is) and return its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,7 +68,9 @@ def plot_run(output_dir: str) -> str:
     axes[0].legend()
     axes[1].legend()
     figure.tight_layout()
-    path = RunDirectory(output_dir).curves
-    figure.savefig(path, dpi=100)
+    run = RunDirectory(output_dir)
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=100)
     plt.close(figure)
-    return path
+    run.files.write_whole(run.curves, png.getvalue())   # whole: a reader never sees half
+    return run.curves

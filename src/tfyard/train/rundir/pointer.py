@@ -1,8 +1,9 @@
-"""A save as it goes to a bucket: its files, `.index` last, then the `checkpoint` pointer
-naming it. The local pointer lists the saves the run keeps, but the bucket lacks those the
-publisher skipped (it sends the newest save only, at most one a period), so the bucket's
-pointer lists only the checkpoints whose `.index` the bucket holds: with the index sent
-last, those are whole there, and a restore from the bucket never tries a missing one."""
+"""A save as it goes to a bucket, by one publisher (`publish_save`) for the run's own
+publisher, a rerun's reconcile and a PBT handover: its files, `.index` last, then the
+`checkpoint` pointer naming it. The local pointer lists the saves the run keeps, but the bucket
+lacks those the publisher skipped (it sends the newest save only, at most one a period), so the
+bucket's pointer lists only the checkpoints whose `.index` the bucket holds: with the index
+sent last, those are whole there, and a restore from the bucket never tries a missing one."""
 
 from __future__ import annotations
 
@@ -11,25 +12,47 @@ import os
 from tfyard.flags import OUTPUT_FLAG
 from tfyard.runfiles.layout import CHECKPOINTS, INDEX, POINTER
 
+PTR = f"{CHECKPOINTS}/{POINTER}"
 
-def send_save(objects, place, files: list[str], pointer: str, names: set[str]) -> None:
-    """Upload a save's `files` and then the `pointer` file naming it to `place` (a run's
-    prefix in the store `objects`); `names`, what the prefix holds, gains what went up."""
+
+def publish_save(objects, place, files: list[str], pointer: str, names: set[str],
+                 alone: bool = False) -> str:
+    """Publish a save to `place` (a run's prefix in the store `objects`), complete or absent:
+    a checkpoint of its name there made unreadable first (its `.index` removed: never a mix
+    of two), its `files` sent with `.index` last, then the `pointer` file as the prefix holds
+    it (`_held`), then the checkpoint files that pointer no longer names removed. `names`,
+    what the prefix holds, is kept up to date. `alone`: the save replaces every checkpoint
+    there (a PBT handover). Returns the pointer's text as sent."""
+    sent = {f"{CHECKPOINTS}/{os.path.basename(file)}" for file in files}
+    index = next(name for name in sent if name.endswith(INDEX))
+    if index in names:
+        objects.delete(place.child(index), OUTPUT_FLAG)
+        names.discard(index)
+    replaced = {name for name in names if name.startswith(CHECKPOINTS + "/")} if alone else set()
+    names -= replaced
     for file in sorted(files, key=lambda path: (path.endswith(INDEX), path)):
         name = f"{CHECKPOINTS}/{os.path.basename(file)}"
         objects.upload(file, place.child(name), OUTPUT_FLAG)
         names.add(name)
-    text = held_only(os.path.dirname(pointer), names)
-    objects.put(place.child(f"{CHECKPOINTS}/{POINTER}"), text.encode(), OUTPUT_FLAG)
-    names.add(f"{CHECKPOINTS}/{POINTER}")
+    state = _held(os.path.dirname(pointer), names)
+    text = _text(state)
+    objects.put(place.child(PTR), text.encode(), OUTPUT_FLAG)
+    names.add(PTR)
+    saved = os.path.basename(index).removesuffix(INDEX)
+    listed = {os.path.basename(path) for path in state.all_model_checkpoint_paths} - {saved}
+    for name in sorted((names | replaced) - sent - {PTR}):
+        folder, _, file = name.rpartition("/")
+        if folder == CHECKPOINTS and file.split(".")[0] not in listed:   # of no save named,
+            objects.delete(place.child(name), OUTPUT_FLAG)   # or a leftover of this one's name
+            names.discard(name)
+    return text
 
 
-def held_only(folder: str, names: set[str]) -> str:
+def _held(folder: str, names: set[str]):
     """The pointer of `folder` (read by TensorFlow, as `directory.checkpoint_paths` reads
     one) listing, besides its latest checkpoint, only those whose `.index` is among
-    `names`, each with its timestamp; in TensorFlow's text format, names relative."""
+    `names`, each with its timestamp; names relative."""
     import tensorflow as tf
-    from google.protobuf import text_format
 
     state = tf.train.get_checkpoint_state(folder)
     latest = os.path.basename(state.model_checkpoint_path)
@@ -42,4 +65,10 @@ def held_only(folder: str, names: set[str]) -> str:
     state.all_model_checkpoint_paths.extend(paths[at] for at in kept)
     if len(stamps) == len(paths):
         state.all_model_checkpoint_timestamps.extend(stamps[at] for at in kept)
+    return state
+
+
+def _text(state) -> str:
+    from google.protobuf import text_format
+
     return text_format.MessageToString(state)

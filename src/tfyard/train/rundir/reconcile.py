@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from tfyard.flags import OUTPUT_FLAG
-from tfyard.replace import TMP
+from tfyard.process.staged import TMP
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
     EXPORT,
@@ -33,16 +33,12 @@ from tfyard.runfiles.layout import (
     appended,
     checkpoint_step,
 )
+from tfyard.runfiles.record import parse_json_lines, read_run
 from tfyard.storage import mirror, stores
 from tfyard.storage.location import Location
 from tfyard.storage.store import Entry
-from tfyard.train.rundir.directory import (
-    STARTS,
-    checkpoint_paths,
-    parse_json_lines,
-    read_run,
-)
-from tfyard.train.rundir.pointer import send_save
+from tfyard.train.rundir.directory import STARTS, checkpoint_paths
+from tfyard.train.rundir.pointer import publish_save
 
 log = logging.getLogger("tfyard")
 IDENTITY = ("model", "dataset", "num_classes")   # what runs from before `starts` compare
@@ -52,7 +48,7 @@ def skipped(name: str) -> bool:
     """Files of the copy that are not the run's: the lease, temporaries, snapshots."""
     first = name.split("/", 1)[0]
     return (first in (CHECKPOINTS, PUBLISHING, LEASE)
-            or TMP in name or mirror.PARTIAL in name)
+            or TMP in name)
 
 
 def run_names(copy: str) -> dict[str, str]:
@@ -181,15 +177,15 @@ def _bucket_step(place: Location) -> int | None:
 
 def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
                 names: set[str]) -> None:
-    """Upload the copy's latest checkpoint when the bucket's (at `bucket_step`) is older or
-    absent: its files, then the pointer; their names added to `names`."""
+    """Publish the copy's latest checkpoint (`publish_save`) when the bucket's (at
+    `bucket_step`) is older or absent; `names` kept as the bucket's."""
     local = _latest(run.checkpoints) if run.files.has(run.pointer) else None
     if local is None or (bucket_step is not None and bucket_step >= checkpoint_step(local)):
         return
     log.info(f"tfyard: uploading {os.path.basename(local)}, which {run.root} holds and "
              f"{place} does not yet")
-    send_save(stores.of(place.scheme), place, run.files.matching(glob.escape(local) + ".*"),
-              run.pointer, names)
+    publish_save(stores.of(place.scheme), place,
+                 run.files.matching(glob.escape(local) + ".*"), run.pointer, names)
 
 
 def _latest(checkpoints: str) -> str | None:

@@ -1,6 +1,6 @@
 """What a run records: metrics.jsonl and TensorBoard scalars (the chief only), summary files.
-TensorFlow is imported only by what needs it, so writing a JSON file (`tfyard track`'s
-run.json) does not load it.
+TensorFlow is imported only by what needs it, so writing a JSON file (a summary) does not
+load it. run.json is `runfiles.record`'s alone.
 
 Console lines are `tfyard.train.outside.console`.
 """
