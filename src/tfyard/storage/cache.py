@@ -56,11 +56,12 @@ class Cache:
         for _ in range(WORKERS):
             threading.Thread(target=self._work, name="tfyard-stream", daemon=True).start()
 
-    def share(self) -> int:
+    def share(self, fresh: bool = False) -> int:
         """The bytes of shards this process may hold: its part of the limit, beside the
         members reading the prefix into this work dir now (counted at most every `TRIM`
-        seconds; at least the files the readers hold open at once)."""
-        if time.monotonic() - self._counted[1] >= TRIM:
+        seconds, or afresh with `fresh`; at least the files the readers hold open at
+        once)."""
+        if fresh or time.monotonic() - self._counted[1] >= TRIM:
             self._counted = (sharing.readers(self.root), time.monotonic())
         return max(self.limit // self._counted[0] - self.others, self.floor)
 
@@ -79,6 +80,7 @@ class Cache:
                 else:
                     os.remove(path)
         self.high_water = self.used
+        sharing.reserve(self.root, self.used)
 
     def announce(self, names: list[str]) -> None:
         """The readers will open `names`, in this order."""
@@ -157,7 +159,6 @@ class Cache:
                         self._trim()
                 entry = self.entries[name]
                 self._fetching.add(name)
-                self.used += entry.size
                 self.high_water = max(self.high_water, self.used)
             try:
                 mirror.fetch(self.place, entry, self.root, self.flag, pinned=True)
@@ -196,6 +197,14 @@ class Cache:
         elif not (self._make_room(size, self._disk, read=True, share=share)
                   or self._make_room(size, reversed(self._disk), read=False, share=share)):
             return None
+        # reserved, then the readers counted afresh (`sharing`): a member that joined since
+        # the last count has a smaller part for this one, and the download waits
+        self.used += size
+        sharing.reserve(self.root, self.used)
+        if self.used > self.share(fresh=True):
+            self.used -= size
+            sharing.reserve(self.root, self.used)
+            return None
         self._queue.remove(name)
         return name
 
@@ -216,4 +225,5 @@ class Cache:
                 self.used -= self.entries[name].size
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(self.root, name))
+        sharing.reserve(self.root, self.used)
         return self.used <= room

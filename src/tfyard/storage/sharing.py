@@ -2,7 +2,12 @@
 cache's limit: each process reads into its own root (`ROOT`, `ROOT.1`, ..., held by a lock
 while it lives, as a cache removes only its own files) and keeps within its part, the limit
 over the roots held now (`readers`). A member that joins waits (a few seconds at most) for
-the others to give up their room, which each does within `TRIM` seconds."""
+the others to give up their room, which each does within `TRIM` seconds.
+
+Each cache publishes the bytes it holds or is fetching (`reserve`, in its lock file) before
+it counts the readers for a download, and a joining member claims its root before it reads
+those: so of two members starting together, the first sees the second or the second sees
+the first's downloads, and never both miss each other."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ JOIN_WAIT = 10.0   # seconds a joining member waits at most for the others' room
 LOCK = ".tfyard-stream-lock"   # ROOT.tfyard-stream-lock: held while a process reads ROOT
 _held: list = []   # the open lock files of the roots this process reads
 _bases: dict[str, str] = {}   # by local root: the root it was numbered from
+_published: dict[str, int] = {}   # by local root: the bytes `reserve` last published
 
 
 def claimed(root: str) -> str:
@@ -32,9 +38,29 @@ def claimed(root: str) -> str:
         except BlockingIOError:
             handle.close()
             continue
+        handle.truncate(0)   # a reservation an earlier reader of the root left
         _held.append(handle)
         _bases[candidate] = root
         return candidate
+
+
+def reserve(root: str, used: int) -> None:
+    """Publish `used`, the bytes this process's cache in `root` holds or is fetching (where
+    this process claimed `root`; once a value, as trims repeat it)."""
+    handle = next((h for h in _held if h.name == f"{root}{LOCK}"), None)
+    if handle is None or _published.get(root) == used:
+        return
+    handle.truncate(0)
+    handle.write(str(used))   # the file is opened to append: at its start once truncated
+    handle.flush()
+    _published[root] = used
+
+
+def reserved(root: str) -> int:
+    """The bytes the reader of `root` published (0 before it published any)."""
+    with contextlib.suppress(OSError, ValueError), open(f"{root}{LOCK}") as published:
+        return int(published.read() or 0)
+    return 0
 
 
 def siblings(base: str, own: str | None = None) -> list[str]:
@@ -61,18 +87,24 @@ def readers(root: str) -> int:
 
 
 def wait_for_room(root: str, room: int) -> None:
-    """Until the other members' files take at most `room` bytes (they give up what passes
-    their part within `TRIM` seconds), `JOIN_WAIT` seconds at most."""
+    """Until the other members' files, and the downloads they reserved, take at most `room`
+    bytes (they give up what passes their part within `TRIM` seconds), `JOIN_WAIT` seconds
+    at most."""
     deadline = time.monotonic() + JOIN_WAIT
     while time.monotonic() < deadline and sum(
-            disk_used(other) for other in siblings(_bases[root], root)) > room:
+            max(disk_used(other), reserved(other))
+            for other in siblings(_bases[root], root)) > room:
         time.sleep(TRIM / 2)
 
 
 def disk_used(root: str) -> int:
+    """The bytes of the data under `root`: its files, the readers' locks (a few bytes each,
+    what `reserve` published) aside."""
     total = 0
     for folder, _, files in os.walk(root):
         for file in files:
+            if file.endswith(LOCK):
+                continue
             with contextlib.suppress(FileNotFoundError):
                 total += os.path.getsize(os.path.join(folder, file))
     return total
