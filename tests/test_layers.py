@@ -596,3 +596,24 @@ def test_the_scheme_check_sees_each_way_of_testing():
                'raise UserError(f"give s3://BUCKET/PREFIX, not {path}")\n')
     assert scheme_tests("tfyard.cli.train", planted) == [
         "'://' in path", "url.startswith(('s3://', 'gs://'))", "url.removeprefix('s3://')"]
+
+
+LONGEST_FUNCTION = 60   # lines: a function longer than this holds two jobs
+
+
+def long_functions(module: str, source: str | None = None) -> list[str]:
+    tree = ast.parse(MODULES[module].read_text() if source is None else source)
+    return [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION]
+
+
+def test_no_function_runs_past_sixty_lines():
+    long = [found for module in MODULES for found in long_functions(module)]
+    assert not long, "split these into functions of one job each:\n" + "\n".join(long)
+
+
+def test_the_length_check_sees_a_long_function():
+    planted = "def loop():\n" + "    step()\n" * LONGEST_FUNCTION
+    assert long_functions("tfyard.cli", planted) == ["tfyard.cli.loop: 61 lines"]

@@ -106,57 +106,67 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
                         "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
     with published(plat, cluster, options.startup_timeout) as run, \
             take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
-        from tfyard.train.build import RunContext, settle_dtype
         from tfyard.train.task.task import make_task
 
+        def task_for(options, plat, strategy=None):
+            return make_task(options, plat, model, data, eval_data, num_classes, strategy,
+                             class_names)
+
         if plan.behaviour == "evaluate":
-            from tfyard.train.evaluate import run_sidecar
+            return _sidecar(options, plat, cluster, plan, task_for)
+        return _trained(options, plat, cluster, plan, run, task_for)
 
-            options = settle_dtype(RunContext(options, plat, cluster, plan),
-                                   options.startup_timeout).options
-            task = make_task(options, plat, model, data, eval_data, num_classes,
-                             class_names=class_names)
-            refuse_other_run(plat.output_dir, **task.identity())
-            return run_sidecar(options, plat, task)
-        from tfyard.train.build import prepare, start_strategy
-        from tfyard.train.outside import preemption
 
-        preemption.install()  # SIGTERM: save at the current step, exit 143
-        watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
-        if plan.strategy == "multi_worker_mirrored":
-            gather(cluster)   # where SIGTERM still acts: TensorFlow's wait ignores it
-        # before the task probes the user's input
-        strategy = start_strategy(RunContext(options, plat, cluster, plan))
-        # once the cluster has formed: another member of a run in a bucket restores what
-        # the chief of its own start reconciled
-        plat = run.joined(lambda token: strategies.cluster_start(
-            plan, cluster, token, options.startup_timeout))
-        # which dtype, once the members can agree on it; run.json keeps it for a resume
-        context = settle_dtype(RunContext(options, plat, cluster, plan),
-                               options.startup_timeout)
-        options = context.options
-        task = make_task(options, plat, model, data, eval_data, num_classes, strategy,
-                         class_names)
-        refuse_other_run(plat.output_dir, **task.identity())
-        prepared = prepare(context, task, strategy, platform_contract.max_steps())
-        preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
-        controller, restored, tracker = _controller(prepared, watchdog, run.publisher)
-        with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
-            _announce(prepared, restored, controller.state.start_step, tracker)
-            with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
-                    peer_loss(cluster, plan.strategy, lambda: controller.state.step):
-                state = controller.run()
-            summary = _finish(prepared, state)
-            if state.stop_reason in (PREEMPTED, PAUSED):
-                strategies.end_together()  # all-reduce members stopped at the same step
-                if state.stop_reason == PAUSED:
-                    _exit_paused(state.step)
-                preemption.exit_preempted(state.step)
-            if tracker:
-                from tfyard.train.outside import tracked
+def _sidecar(options: TrainOptions, plat, cluster, plan, task_for) -> dict | None:
+    """An evaluator member: each checkpoint the chief writes, evaluated as it comes."""
+    from tfyard.train.build import RunContext, settle_dtype
+    from tfyard.train.evaluate import run_sidecar
 
-                tracked.outputs(tracker, plat.output_dir)
-        return summary
+    options = settle_dtype(RunContext(options, plat, cluster, plan),
+                           options.startup_timeout).options
+    task = task_for(options, plat)
+    refuse_other_run(plat.output_dir, **task.identity())
+    return run_sidecar(options, plat, task)
+
+
+def _trained(options: TrainOptions, plat, cluster, plan, run, task_for) -> dict | None:
+    """A training member, from the strategy to the summary (`run`: the published run)."""
+    from tfyard.train.build import RunContext, prepare, settle_dtype, start_strategy
+    from tfyard.train.outside import preemption
+
+    preemption.install()  # SIGTERM: save at the current step, exit 143
+    watchdog = StartupWatchdog(cluster, options.startup_timeout).start()
+    if plan.strategy == "multi_worker_mirrored":
+        gather(cluster)   # where SIGTERM still acts: TensorFlow's wait ignores it
+    # before the task probes the user's input
+    strategy = start_strategy(RunContext(options, plat, cluster, plan))
+    # once the cluster has formed: another member of a run in a bucket restores what
+    # the chief of its own start reconciled
+    plat = run.joined(lambda token: strategies.cluster_start(
+        plan, cluster, token, options.startup_timeout))
+    # which dtype, once the members can agree on it; run.json keeps it for a resume
+    context = settle_dtype(RunContext(options, plat, cluster, plan), options.startup_timeout)
+    task = task_for(context.options, plat, strategy)
+    refuse_other_run(plat.output_dir, **task.identity())
+    prepared = prepare(context, task, strategy, platform_contract.max_steps())
+    preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
+    controller, restored, tracker = _controller(prepared, watchdog, run.publisher)
+    with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
+        _announce(prepared, restored, controller.state.start_step, tracker)
+        with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
+                peer_loss(cluster, plan.strategy, lambda: controller.state.step):
+            state = controller.run()
+        summary = _finish(prepared, state)
+        if state.stop_reason in (PREEMPTED, PAUSED):
+            strategies.end_together()  # all-reduce members stopped at the same step
+            if state.stop_reason == PAUSED:
+                _exit_paused(state.step)
+            preemption.exit_preempted(state.step)
+        if tracker:
+            from tfyard.train.outside import tracked
+
+            tracked.outputs(tracker, plat.output_dir)
+    return summary
 
 
 def _exit_paused(step: int) -> None:
