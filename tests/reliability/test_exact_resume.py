@@ -135,3 +135,19 @@ def test_resume_with_other_settings_warns_in_one_line(tmp_path, digits_work, unb
         "tfyard: warning: resuming with the one_device strategy and 1 replica and XLA on, "
         "the checkpoint was written with the mirrored strategy and 2 replicas and XLA off: "
         "the run will not be bit-identical to an unbroken one"]
+
+
+def test_a_bfloat16_run_killed_resumes_bit_identical(tmp_path, digits_work, capsys):
+    """Exact resume holds in bfloat16 too (issue 66): the mixed policy's casts and the
+    float32 weights come back as they were, on the same machine."""
+    flags = [*DROPOUT, *STEPS, "--dtype", "bfloat16"]
+    unbroken, broken = tmp_path / "unbroken", tmp_path / "broken"
+    assert main(list(map(str, ["train", *FAST, "--output_dir", unbroken, "--work_dir",
+                               digits_work, *flags]))) == 0
+    assert 0 < kill_after_checkpoint(broken, digits_work, 0, *flags) < 60
+    result = run_here(capsys, "train", *FAST, "--output_dir", broken, "--work_dir",
+                      digits_work, *flags)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary, expected = read_json(broken / "summary.json"), read_json(unbroken / "summary.json")
+    assert summary["resumed_from_step"] > 0 and summary["dtype"] == "bfloat16"
+    assert summary["weights_digest"] == expected["weights_digest"]
