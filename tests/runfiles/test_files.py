@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from tests.storage.conftest import gcs, gcs_endpoint, s3, s3_endpoint  # noqa: F401 - used here
 from tfyard.runfiles.files import LocalFiles, TensorFlowFiles, files_for
 from tfyard.runfiles.layout import RunDirectory
 
@@ -63,3 +64,59 @@ def test_a_remote_store_refuses_the_lease_operations():
     for operation in (files.move, files.hard_link):
         with pytest.raises(OSError, match="remote path"):
             operation("hdfs://namenode/a", "hdfs://namenode/b")
+
+
+@pytest.fixture(params=["local", "s3", "gs"])
+def run_place(request, tmp_path) -> str:
+    """A run's place: a local directory, a prefix on the suite's S3 server, or one on its
+    GCS emulator."""
+    if request.param == "local":
+        return str(tmp_path / "run")
+    client = request.getfixturevalue("s3" if request.param == "s3" else "gcs")
+    bucket = f"seam-{request.node.callspec.id.split('-')[-1]}-{os.getpid()}"
+    if request.param == "s3":
+        client.create_bucket(Bucket=bucket)
+    else:
+        client.create_bucket(bucket)
+    return f"{request.param}://{bucket}/runs/run"
+
+
+def test_the_same_calls_read_and_write_a_directory_and_a_bucket_alike(run_place):
+    """One seam: what tune, a study's lookup and run.json's amend call is the same for a
+    local run and a bucket run, and means the same."""
+    run = RunDirectory(run_place)
+    files = run.files
+    assert not files.has(run.root) and files.read_from(run.metrics, 0) == b""
+    files.make_directory(run.checkpoints)
+    files.write_whole(run.metrics, '{"step": 1}\n')
+    files.write_whole(run.path("checkpoints", "ckpt-2.index"), b"i")
+    files.write_whole(run.path("checkpoints", "ckpt-10.index"), b"i")
+    files.write_whole(run.path("checkpoints", "ckpt-10.data-00000-of-00001"), b"d")
+    if not run_place.startswith("gs://"):   # the emulator ignores preconditions (test_gcs)
+        with pytest.raises(FileExistsError):
+            files.write_whole(run.metrics, "other", exclusive=True)
+    assert files.has(run.root) and files.is_directory(run.checkpoints)
+    assert not files.is_directory(run.metrics) and not files.has(run.summary)
+    assert files.read_whole(run.metrics) == '{"step": 1}\n'
+    assert files.read_from(run.metrics, 2) == b'step": 1}\n' and files.size(run.metrics) == 12
+    assert not files.ends_torn(run.metrics)
+    assert sorted(files.matching(run.path("checkpoints", "ckpt-*.index"))) == [
+        run.path("checkpoints", "ckpt-10.index"), run.path("checkpoints", "ckpt-2.index")]
+    assert files.matching(run.path("*.index")) == []        # never across a folder
+    assert files.matching(run.metrics) == [run.metrics]
+    files.amend(run.run_file, lambda body: (body or b"") + b"a")
+    files.amend(run.run_file, lambda body: (body or b"") + b"b")
+    files.amend(run.run_file, lambda body: None)            # left as it is
+    assert files.read_whole(run.run_file) == "ab"
+    assert files.age(run.run_file) < 600
+    files.delete(run.checkpoints)
+    assert not files.has(run.checkpoints) and files.has(run.metrics)
+
+
+@pytest.mark.usefixtures("s3")
+def test_a_bucket_refuses_what_only_a_directory_can_do():
+    files = files_for("s3://seam-refusals/run")
+    assert files.remote and files.lag_s > 0
+    for operation in (files.move, files.hard_link, files.copy):
+        with pytest.raises(OSError, match="local copy"):
+            operation("s3://seam-refusals/run/a", "s3://seam-refusals/run/b")

@@ -17,7 +17,8 @@ def test_the_reader_starts_over_when_a_resume_rewrote_the_reports_shorter(
         tmp_path, request, place):
     """A resumed trial drops the reports of the steps it runs again before it appends: the
     reader reads the file again from its start (Optuna is told each step once by `poll`).
-    A bucket's object is read at most every BUCKET_READ_S while the trial runs."""
+    A bucket's object is read at most every `lag_s` (as often as a bucket run's files
+    arrive) while the trial runs."""
     path = tmp_path / "metrics.jsonl"
     client = request.getfixturevalue("s3") if place == "bucket" else None
     if client:
@@ -38,6 +39,6 @@ def test_the_reader_starts_over_when_a_resume_rewrote_the_reports_shorter(
     write([10, 20, 30])   # resumed from step 30
     assert [r["step"] for r in reader._new_records(True)] == [10, 20, 30]
     write([10, 20, 30, 40])
-    if client:   # read a moment ago: not again until BUCKET_READ_S, or the trial's end
+    if client:   # read a moment ago: not again until `lag_s` has passed, or the trial's end
         assert reader._new_records(False) == []
     assert [r["step"] for r in reader._new_records(True)] == [40]

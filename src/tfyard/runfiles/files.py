@@ -5,12 +5,14 @@ upper: the names). Every reader and writer of a run reads and writes through
 - `LocalFiles`: local disk, whole-file replaces through `tfyard.replace`, the lease's
   atomic link and move;
 - `TensorFlowFiles`: a path TensorFlow's own file systems open (hdfs://); it has no
-  atomic link, so it holds no lease (`lease.take_lease`).
+  atomic link, so it holds no lease (`lease.take_lease`);
+- `objects.BucketFiles`: objects under a bucket prefix (s3://, gs://), through tfyard's own
+  stores. TensorFlow cannot write s3://, and neither store has an atomic rename, so a run in
+  a bucket is trained in a local copy (these `LocalFiles`) and published by
+  `train.rundir.bucket`; what reads it, or amends its small files, goes through these calls.
 
 A store that TensorFlow can open is one more class with these methods, picked by its scheme
-in `files_for`. A bucket (s3://, gs://) is not one: TensorFlow cannot write s3://, and
-neither store has an atomic rename, so a run in a bucket is written to a local copy (these
-`LocalFiles`) and published by `bucket.py`.
+in `files_for`.
 """
 
 from __future__ import annotations
@@ -19,16 +21,19 @@ import glob
 import os
 import shutil
 import time
+from collections.abc import Callable
 
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
 from tfyard.process.staged import recover_all
 from tfyard.replace import replacing_directory, replacing_file
-from tfyard.storage import refuse_bucket, scheme_of
+from tfyard.runfiles.objects import BucketFiles
+from tfyard.storage import in_bucket, scheme_of
 
 
 class LocalFiles:
     remote = False
+    lag_s = 0.0   # how far a file here may lag behind its writer (none: it is written here)
 
     def failures(self) -> tuple[type[BaseException], ...]:
         """What a failed read or write here raises."""
@@ -67,6 +72,14 @@ class LocalFiles:
         mode = "wb" if isinstance(text, bytes) else "w"
         with replacing_file(path, mode, exclusive=exclusive) as handle:
             handle.write(text)
+
+    def amend(self, path: str, amend: Callable[[bytes | None], bytes | None]) -> None:
+        """`path` rewritten whole as `amend(its bytes, None when absent)` returns them (None:
+        left as it is). One writer at a time: the run's lease."""
+        before = self.read_from(path, 0) if self.has(path) else None
+        after = amend(before)
+        if after is not None:
+            self.write_whole(path, after)
 
     def appending(self, path: str):
         """A text handle appending to `path` (created if missing)."""
@@ -217,7 +230,10 @@ class TensorFlowFiles(LocalFiles):
     copy = move = hard_link = refresh = _unsupported
 
 
-def files_for(path: str) -> LocalFiles:
+def files_for(path: str) -> LocalFiles | BucketFiles:
     """The file operations for `path`: by its scheme, local disk when it has none."""
-    refuse_bucket(path, OUTPUT_FLAG, "a run cannot be read from")
-    return TensorFlowFiles() if scheme_of(path) is not None else LocalFiles()
+    if scheme_of(path) is None:
+        return LocalFiles()
+    if in_bucket(path, OUTPUT_FLAG):
+        return BucketFiles(scheme_of(path))
+    return TensorFlowFiles()

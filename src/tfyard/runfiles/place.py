@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 
 from tfyard.flags import OUTPUT_FLAG
-from tfyard.runfiles.files import LocalFiles
+from tfyard.runfiles.files import LocalFiles, files_for
 from tfyard.runfiles.layout import StudyDirectory
-from tfyard.storage import copy_url, default_work, in_bucket, run_copy, upload_file
+from tfyard.storage import copy_url, default_work, in_bucket, run_copy
 
 
 class StudyPlace:
@@ -56,6 +56,7 @@ class StudyPlace:
         """The local files `paths` of `home` uploaded to the same names in the bucket;
         nothing for a local study (they are written in place)."""
         if self.url:
-            for path in paths:
-                if LocalFiles().has(path):
-                    upload_file(path, copy_url(path, self.home.root, self.url), OUTPUT_FLAG)
+            local, bucket = LocalFiles(), files_for(self.url)
+            for path in filter(local.has, paths):
+                bucket.write_whole(copy_url(path, self.home.root, self.url),
+                                   local.read_from(path, 0))

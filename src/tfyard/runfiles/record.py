@@ -9,10 +9,8 @@ import json
 import logging
 from collections.abc import Callable
 
-from tfyard.errors import UserError, disk_error
-from tfyard.flags import OUTPUT_FLAG
-from tfyard.runfiles.layout import RUN_FILE, RunDirectory
-from tfyard.storage import amend_object, location
+from tfyard.errors import disk_error
+from tfyard.runfiles.layout import RunDirectory
 
 log = logging.getLogger("tfyard")
 
@@ -62,36 +60,28 @@ def amend_run(copy: str, amend: Callable[[dict | None], dict | None],
     """Rewrite run.json of the run whose files are in `copy` whole, as `amend(its record,
     None when there is none)` returns it (None: leave it). With `url`, the run's prefix in a
     bucket (`copy` its local copy): the bucket's run.json is amended, written only over the
-    version read (`storage.amend_object`), and the copy then holds what the bucket holds, so
+    version read (`BucketFiles.amend`), and the copy then holds what the bucket holds, so
     it continues the bucket. A UserError when the bucket would not take it."""
-    if url is None:
-        record = amend(read_run(copy))
-        if record is not None:
-            _write(copy, record)
-        return
-    place, held = location(f"{url.rstrip('/')}/{RUN_FILE}", OUTPUT_FLAG), {}
+    run, held = RunDirectory((url or copy).rstrip("/")), {}
 
     def amended(body: bytes | None) -> bytes | None:
-        before = _last(body.decode("utf-8", "replace"), str(place)) if body else None
+        before = _last(body.decode("utf-8", "replace"), run.run_file) if body else None
         record = amend(before)
         held["record"] = before if record is None else record
         return None if record is None else _text(record).encode()
 
-    why = amend_object(place, OUTPUT_FLAG, amended)
-    if why:
-        raise UserError(why)
-    if held.get("record") is not None:
-        _write(copy, held["record"])
+    _amend(run, amended)
+    if url and held.get("record") is not None:   # the copy continues the bucket
+        _amend(RunDirectory(copy), lambda _: _text(held["record"]).encode())
 
 
 def _text(record: dict) -> str:
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 
-def _write(copy: str, record: dict) -> None:
-    run = RunDirectory(copy)
-    run.files.make_directory(copy)
+def _amend(run: RunDirectory, amended: Callable[[bytes | None], bytes | None]) -> None:
+    run.files.make_directory(run.root)
     try:
-        run.files.write_whole(run.run_file, _text(record))
+        run.files.amend(run.run_file, amended)
     except run.files.failures() as exc:   # TensorFlow's errors only where TensorFlow wrote
         raise disk_error(exc, f"write {run.run_file}") or exc from None

@@ -15,21 +15,14 @@ from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import StudyDirectory
-from tfyard.storage import in_bucket, read_object
 
 
 def run_named(path: str, flag: str = OUTPUT_FLAG) -> str:
     """The run `path` names: `path` itself, or for a study its best trial's run directory,
     which a line on stderr names; a study with no finished trial is a UserError."""
-    study = StudyDirectory(path.rstrip("/"))
-    bucket = in_bucket(path, flag)
-    if bucket:
-        data = read_object(study.summary, flag)
-        text = None if data is None else data.decode("utf-8", errors="replace")
-    else:
-        files = files_for(path)
-        text = files.read_whole(study.summary) if files.has(study.summary) else None
-    if text is None:
+    study, files = StudyDirectory(path.rstrip("/")), files_for(path)
+    text = files.read_from(study.summary, 0).decode("utf-8", errors="replace")
+    if not text:
         return path
     try:
         summary = json.loads(text)
@@ -41,7 +34,7 @@ def run_named(path: str, flag: str = OUTPUT_FLAG) -> str:
         raise UserError(f"{path} is a study with no finished trial yet; wait for one, or give "
                         f"{flag} one of its trials' runs ({study.trials}/NNNN)")
     inside = study.trial(best["number"])
-    run = inside if bucket or files.has(inside) or not best.get("run_dir") else best["run_dir"]
+    run = inside if files.has(inside) or not best.get("run_dir") else best["run_dir"]
     figure = f" ({summary['metric']} {summary['best_value']:.4g})" \
         if summary.get("metric") and summary.get("best_value") is not None else ""
     print(f"tfyard: {path} is a study: its best trial {best['number']}{figure}, run {run}",

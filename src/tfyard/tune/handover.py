@@ -21,18 +21,15 @@ the round, kept in the study first, before any trial resumes (`pbt.Population.fi
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 
-from tfyard.flags import OUTPUT_FLAG
 from tfyard.runfiles.layout import CHECKPOINTS, POINTER, RunDirectory
 from tfyard.runfiles.record import amend_run
-from tfyard.storage import location, mirror, stores
 from tfyard.train.rundir.directory import STARTS, checkpoint_paths, started
 from tfyard.train.rundir.lease import take_bucket_lease
 from tfyard.train.rundir.pointer import publish_save
-
-PTR = f"{CHECKPOINTS}/{POINTER}"
 
 
 def hand_over(donor: str, recipient: str, copy: str, schedule: str) -> None:
@@ -47,19 +44,18 @@ def hand_over(donor: str, recipient: str, copy: str, schedule: str) -> None:
             if not source.files.is_directory(path)])   # a save's leftover folder: not one
         run.files.write_whole(run.schedule, schedule)
         return
-    source, target = location(donor, OUTPUT_FLAG), location(recipient, OUTPUT_FLAG)
-    objects = stores.of(target.scheme)
+    source, target = RunDirectory(donor), RunDirectory(recipient)
     with tempfile.TemporaryDirectory(prefix="tfyard-handover-") as staging:
-        folder = os.path.join(staging, CHECKPOINTS)
-        _fetched_latest(source, staging)
-        files = [os.path.join(folder, name) for name in os.listdir(folder) if name != POINTER]
+        files = _fetched_latest(source, staging)
+        pointer_file = os.path.join(staging, POINTER)
         with take_bucket_lease(recipient):
-            held = {entry.name for entry in objects.listing(target, OUTPUT_FLAG)}
-            pointer = publish_save(objects, target, files, os.path.join(folder, POINTER), held,
+            held = {os.path.relpath(path, target.root)
+                    for path in target.files.matching(target.path(CHECKPOINTS, "*"))}
+            pointer = publish_save(target.files, target.root, files, pointer_file, held,
                                    alone=True)
             _swapped(run, files, pointer)
             run.files.write_whole(run.schedule, schedule)
-            objects.upload(run.schedule, target.child(os.path.basename(run.schedule)), OUTPUT_FLAG)
+            target.files.upload(run.schedule, target.schedule)
             amend_run(copy, lambda record: record and {**record, STARTS: started(record)},
                       recipient)   # a run that has a run.json: a new start of its lineage
 
@@ -74,12 +70,13 @@ def _swapped(run: RunDirectory, files: list[str], pointer: str | None = None) ->
             run.files.write_whole(os.path.join(swapped, POINTER), pointer)
 
 
-def _fetched_latest(place, staging: str) -> None:
-    """The files of the latest checkpoint of the run at `place`, and its pointer, copied to
-    `staging/checkpoints`."""
-    entries = {entry.name: entry for entry in stores.of(place.scheme).listing(place, OUTPUT_FLAG)
-               if entry.name.startswith(CHECKPOINTS + "/")}
-    mirror.fetched(place, [entries[PTR]], staging, OUTPUT_FLAG)
-    saved = os.path.basename(checkpoint_paths(os.path.join(staging, CHECKPOINTS))[0])
-    mirror.fetched(place, [entry for name, entry in entries.items()
-                           if name.startswith(f"{CHECKPOINTS}/{saved}.")], staging, OUTPUT_FLAG)
+def _fetched_latest(run: RunDirectory, staging: str) -> list[str]:
+    """The files of the latest checkpoint of the bucket run `run`, fetched into `staging`
+    with its pointer; returns the checkpoint's files."""
+    run.files.download(run.pointer, os.path.join(staging, POINTER))
+    saved = os.path.basename(checkpoint_paths(staging)[0])
+    fetched = []
+    for path in run.files.matching(run.path(CHECKPOINTS, glob.escape(saved) + ".*")):
+        fetched.append(os.path.join(staging, os.path.basename(path)))
+        run.files.download(path, fetched[-1])
+    return fetched

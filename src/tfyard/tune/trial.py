@@ -24,19 +24,15 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tfyard.flags import OUTPUT_FLAG
 from tfyard.launch.forked import ForkServer
 from tfyard.launch.local import end_group, pump, signal_group
-from tfyard.runfiles.layout import METRICS, REPORTS, RUN_FILE, RunDirectory
-from tfyard.storage import in_bucket, read_object
+from tfyard.runfiles.layout import RunDirectory
 from tfyard.tune.rungs import Rungs
 from tfyard.tune.study import Metric
 
 TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs
 SERVER = (sys.executable, "-m", "tfyard.cli.forkserver")
 GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
-BUCKET_READ_S = 10.0   # a Ray trial's reports in a bucket: read this often (train uploads
-                       # them every few seconds)
 
 
 def trial_processes(env: dict[str, str]) -> ForkServer:
@@ -113,11 +109,8 @@ class RunningTrial:
     def _warmup(self) -> int:
         """The run's learning-rate warm-up in steps, from its run.json (0 where it has none:
         another command than train)."""
-        if in_bucket(self.run_dir, OUTPUT_FLAG):
-            data = read_object(f"{self.run_dir}/{RUN_FILE}", OUTPUT_FLAG) or b""
-        else:
-            run = RunDirectory(self.run_dir)
-            data = run.files.read_from(run.run_file, 0) if run.files.has(run.run_file) else b""
+        run = RunDirectory(self.run_dir)
+        data = run.files.read_from(run.run_file, 0)
         lines = data.strip().splitlines()
         try:
             return int(json.loads(lines[-1]).get("warmup_steps") or 0) if lines else 0
@@ -147,19 +140,14 @@ class RunningTrial:
 
     def _unread(self, ended: bool) -> bytes:
         """metrics.jsonl past what was read: on disk, or (a Ray trial of a bucket study,
-        whose local copy is on its node) the bucket's object, read whole, at most every
-        BUCKET_READ_S and once more when the trial has ended (train uploads it at its exit).
-        A file shorter than what was read was rewritten: a resumed trial dropped the reports
-        of steps it runs again."""
-        if in_bucket(self.run_dir, OUTPUT_FLAG):
-            if not ended and time.monotonic() - self._read_at < BUCKET_READ_S:
-                return b""
-            self._read_at = time.monotonic()
-            data = read_object(f"{self.run_dir}/{METRICS}{REPORTS}", OUTPUT_FLAG) or b""
-            if len(data) < self._offset:
-                self._offset = 0
-            return data[self._offset:]
+        whose local copy is on its node) the bucket's object, read at most as often as it
+        arrives there (`lag_s`) and once more when the trial has ended (train uploads it at
+        its exit). A file shorter than what was read was rewritten: a resumed trial dropped
+        the reports of steps it runs again."""
         run = RunDirectory(self.run_dir)
+        if not ended and time.monotonic() - self._read_at < run.files.lag_s:
+            return b""
+        self._read_at = time.monotonic()
         if run.files.size(run.metrics) < self._offset:
             self._offset = 0
         return run.files.read_from(run.metrics, self._offset)

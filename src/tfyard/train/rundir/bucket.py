@@ -57,7 +57,7 @@ from tfyard.runfiles.layout import (
     POINTER,
     RunDirectory,
 )
-from tfyard.storage import DATA_COPIES, location, mirror, stores, upload_file
+from tfyard.storage import DATA_COPIES, location, mirror
 from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.lease import take_bucket_lease, wait_reconciled
@@ -85,8 +85,8 @@ class Publisher:
 
     def __init__(self, url: str, copy: str, names: set[str]):
         self.url, self.copy, self.run = url, copy, RunDirectory(copy)
-        self.place = location(url, OUTPUT_FLAG)
-        self.store = _UntilGivenUp(stores.of(self.place.scheme), lambda: self._sender.given_up)
+        self.remote = RunDirectory(url)
+        self.bucket = _UntilGivenUp(self.remote.files, lambda: self._sender.given_up)
         self._remote = set(names)   # what the prefix holds, as names relative to it
         self._sent = {name: _version(os.path.join(copy, name)) for name in names}
         self._down_s = outage_seconds()
@@ -156,7 +156,7 @@ class Publisher:
         snapshot, = batch
         pointer = os.path.join(snapshot, POINTER)
         saved = self.run.files.matching(os.path.join(glob.escape(snapshot), "*"))
-        publish_save(self.store, self.place, [path for path in saved if path != pointer],
+        publish_save(self.bucket, self.url, [path for path in saved if path != pointer],
                      pointer, self._remote)
 
     def _publish_files(self) -> None:
@@ -176,13 +176,13 @@ class Publisher:
 
     def _upload(self, path: str, name: str) -> None:
         try:
-            self.store.upload(path, self.place.child(name), OUTPUT_FLAG)
+            self.bucket.upload(path, self.remote.path(name))
         except FileNotFoundError:
             return   # removed since it was listed: the next pass deletes it remotely
         self._remote.add(name)
 
     def _delete(self, name: str) -> None:
-        self.store.delete(self.place.child(name), OUTPUT_FLAG)
+        self.bucket.delete(self.remote.path(name))
         self._remote.discard(name)
         self._sent.pop(name, None)
 
@@ -220,10 +220,10 @@ def put_back(copy: str, url: str, name: str, leased: bool = False) -> str:
     A file the run writes itself (`leased`: run.json) goes up under the run's lease, as
     every write of the run does, so a live run is never overwritten (it refuses in one
     line)."""
-    target = f"{url.rstrip('/')}/{name}"
+    bucket = RunDirectory(url.rstrip("/"))
     with take_bucket_lease(url) if leased else contextlib.nullcontext():
-        upload_file(RunDirectory(copy).path(name), target, OUTPUT_FLAG)
-    return target
+        bucket.files.upload(RunDirectory(copy).path(name), bucket.path(name))
+    return bucket.path(name)
 
 
 @dataclasses.dataclass

@@ -9,41 +9,41 @@ from __future__ import annotations
 
 import os
 
-from tfyard.flags import OUTPUT_FLAG
-from tfyard.runfiles.layout import CHECKPOINTS, INDEX, POINTER
+from tfyard.runfiles.layout import CHECKPOINTS, INDEX, POINTER, RunDirectory
 
 PTR = f"{CHECKPOINTS}/{POINTER}"
 
 
-def publish_save(objects, place, files: list[str], pointer: str, names: set[str],
+def publish_save(bucket, url: str, files: list[str], pointer: str, names: set[str],
                  alone: bool = False) -> str:
-    """Publish a save to `place` (a run's prefix in the store `objects`), complete or absent:
-    a checkpoint of its name there made unreadable first (its `.index` removed: never a mix
-    of two), its `files` sent with `.index` last, then the `pointer` file as the prefix holds
-    it (`_held`), then the checkpoint files that pointer no longer names removed. `names`,
-    what the prefix holds, is kept up to date. `alone`: the save replaces every checkpoint
-    there (a PBT handover). Returns the pointer's text as sent."""
+    """Publish a save to the run at `url` through `bucket` (its `objects.BucketFiles`),
+    complete or absent: a checkpoint of its name there made unreadable first (its `.index`
+    removed: never a mix of two), its `files` sent with `.index` last, then the `pointer` file
+    as the prefix holds it (`_held`), then the checkpoint files that pointer no longer names
+    removed. `names`, what the prefix holds, is kept up to date. `alone`: the save replaces
+    every checkpoint there (a PBT handover). Returns the pointer's text as sent."""
+    run = RunDirectory(url)
     sent = {f"{CHECKPOINTS}/{os.path.basename(file)}" for file in files}
     index = next(name for name in sent if name.endswith(INDEX))
     if index in names:
-        objects.delete(place.child(index), OUTPUT_FLAG)
+        bucket.delete(run.path(index))
         names.discard(index)
     replaced = {name for name in names if name.startswith(CHECKPOINTS + "/")} if alone else set()
     names -= replaced
     for file in sorted(files, key=lambda path: (path.endswith(INDEX), path)):
         name = f"{CHECKPOINTS}/{os.path.basename(file)}"
-        objects.upload(file, place.child(name), OUTPUT_FLAG)
+        bucket.upload(file, run.path(name))
         names.add(name)
     state = _held(os.path.dirname(pointer), names)
     text = _text(state)
-    objects.put(place.child(PTR), text.encode(), OUTPUT_FLAG)
+    bucket.write_whole(run.pointer, text)
     names.add(PTR)
     saved = os.path.basename(index).removesuffix(INDEX)
     listed = {os.path.basename(path) for path in state.all_model_checkpoint_paths} - {saved}
     for name in sorted((names | replaced) - sent - {PTR}):
         folder, _, file = name.rpartition("/")
         if folder == CHECKPOINTS and file.split(".")[0] not in listed:   # of no save named,
-            objects.delete(place.child(name), OUTPUT_FLAG)   # or a leftover of this one's name
+            bucket.delete(run.path(name))   # or a leftover of this one's name
             names.discard(name)
     return text
 

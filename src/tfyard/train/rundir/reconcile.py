@@ -184,8 +184,9 @@ def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
         return
     log.info(f"tfyard: uploading {os.path.basename(local)}, which {run.root} holds and "
              f"{place} does not yet")
-    publish_save(stores.of(place.scheme), place,
-                 run.files.matching(glob.escape(local) + ".*"), run.pointer, names)
+    bucket = RunDirectory(str(place))
+    publish_save(bucket.files, bucket.root, run.files.matching(glob.escape(local) + ".*"),
+                 run.pointer, names)
 
 
 def _latest(checkpoints: str) -> str | None:
