@@ -36,7 +36,7 @@ from tfyard.storage.store import Refused
 
 __all__ = ["Location", "amend_object", "copy_url", "default_cache", "default_work", "in_bucket",
            "local_output", "location", "object_urls", "read_object", "readable_dir",
-           "readable_path", "refuse_bucket", "run_copy", "scheme_of", "upload_file"]
+           "readable_path", "refuse_bucket", "run_copy", "scheme_of"]
 
 log = logging.getLogger("tfyard")
 PROBE = ".tfyard-probe-"   # an output's test write: KEY.tfyard-probe-XXXXXXXX, then removed
