@@ -22,7 +22,6 @@ from tests.storage.test_s3_runs import bucket, bucket_step, objects
 from tfyard.distribute.cluster import parse_tf_config
 from tfyard.errors import UserError
 from tfyard.platform import Platform
-from tfyard.storage import location
 from tfyard.train.rundir import lease
 from tfyard.train.rundir.bucket import Publisher, published, put_back
 from tfyard.train.rundir.directory import checkpoint_paths
@@ -88,7 +87,7 @@ def test_a_copy_left_by_an_outage_wins_publishes_and_merges(s3, tmp_path):
     copy = tmp_path / "copy"
     lay(copy, {**stopped_at(600, "a", reports=TRAINED, events=b"0123456789"),
                "summary.json": b"{}"})
-    names = reconciled(location("s3://outage/x"), str(copy))
+    names = reconciled("s3://outage/x", str(copy))
 
     merged = (copy / "metrics.jsonl").read_text().splitlines()
     assert len(merged) == 61 and report(40, "eval").strip() in merged      # nothing lost
@@ -105,7 +104,7 @@ def test_the_copys_export_is_kept_whole(s3, tmp_path):
     put(s3, name, "x", {**stopped_at(50, "a"), "export/model.h5": b"old"})
     copy = tmp_path / "copy"
     lay(copy, {**stopped_at(600, "a"), "export/model.keras": b"new"})
-    reconciled(location("s3://export/x"), str(copy))
+    reconciled("s3://export/x", str(copy))
     assert sorted(p.name for p in (copy / "export").iterdir()) == ["model.keras"]
 
 
@@ -114,7 +113,7 @@ def test_a_store_back_empty_takes_the_whole_copy(s3, tmp_path):
     copy = tmp_path / "copy"
     lay(copy, stopped_at(600, "a", reports=TRAINED, events=b"0123"))
     kept = held(copy)
-    reconciled(location("s3://empty/x"), str(copy))
+    reconciled("s3://empty/x", str(copy))
     assert held(copy) == kept == objects(s3, name, "x")
 
 
@@ -127,14 +126,14 @@ def test_the_last_files_of_a_failed_final_flush_go_up_on_the_rerun(
     try:
         monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
         monkeypatch.setenv("TFYARD_STORE_TIMEOUT", "2")
-        publisher = Publisher(url, str(copy), reconciled(location(url), str(copy)))
+        publisher = Publisher(url, str(copy), reconciled(url, str(copy)))
         lay(copy, {**stopped_at(600, "a", reports=TRAINED, events=b"0123456789"),
                    "summary.json": b"{}"})
         proxy.stop()   # down as the run ends: its last files stay in the copy
         with pytest.raises(UserError, match=f"latest files are kept in {copy}: rerun"):
             publisher.close()
         proxy.release()
-        reconciled(location(url), str(copy))
+        reconciled(url, str(copy))
     finally:
         proxy.close()
     stored = objects(s3, name, "x")
@@ -158,7 +157,7 @@ def test_saves_go_up_one_a_period_and_the_pointer_names_whole_ones_only(s3, tmp_
     made meanwhile replaces it: it never goes up, and the bucket's pointer leaves it out
     though the local one lists it. The close sends the last save at once."""
     name, url, copy = bucket(s3, "spaced"), "s3://spaced/x", tmp_path / "copy"
-    publisher = Publisher(url, str(copy), reconciled(location(url), str(copy)))
+    publisher = Publisher(url, str(copy), reconciled(url, str(copy)))
     publisher.checkpoint_saved(save(copy, 1))
     assert until(lambda: bucket_step(s3, name, "x") == 1, 120)   # the first at once
     publisher.checkpoint_saved(save(copy, 2, 1))
@@ -186,7 +185,7 @@ def test_a_copy_of_another_lineage_is_set_aside_whole(s3, tmp_path, caplog, copy
     lay(copy, stopped_at(copy_step, *starts, reports=TRAINED, events=b"0123456789"))
     ours = held(copy)
     with caplog.at_level(logging.INFO, logger="tfyard"):
-        reconciled(location(f"s3://{name}/x"), str(copy))
+        reconciled(f"s3://{name}/x", str(copy))
     assert held(copy) == theirs == objects(s3, name, "x")
     (aside,) = [line.split(" as ")[1].split(";")[0] for line in caplog.messages
                 if "set aside whole as" in line]
@@ -198,7 +197,7 @@ def test_a_new_node_copies_the_bucket(s3, tmp_path):
     name = bucket(s3, "node")
     theirs = stopped_at(50, "a", reports=BEFORE, events=b"01")
     put(s3, name, "x", theirs)
-    reconciled(location("s3://node/x"), str(tmp_path / "copy"))
+    reconciled("s3://node/x", str(tmp_path / "copy"))
     assert held(tmp_path / "copy") == theirs and list(tmp_path.iterdir()) == [tmp_path / "copy"]
 
 

@@ -76,7 +76,6 @@ def test_a_copy_from_before_the_handover_is_set_aside_on_its_node(s3, tmp_path):
     import json
     import shutil
 
-    from tfyard.storage import location
     from tfyard.train.rundir.reconcile import reconciled
 
     s3.create_bucket(Bucket=BUCKET)
@@ -96,7 +95,7 @@ def test_a_copy_from_before_the_handover_is_set_aside_on_its_node(s3, tmp_path):
         len(record["starts"]) == 2
     assert json.loads((copy / "run.json").read_text()) == record   # this copy continues it
     with take_bucket_lease(url):
-        reconciled(location(url), str(elsewhere))
+        reconciled(url, str(elsewhere))
     assert [path.name for path in (tmp_path / "node").iterdir() if path.name != "copy"]
     state = tf.train.get_checkpoint_state(str(elsewhere / "checkpoints"))
     restored = tf.Variable(0.0)

@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
-from tfyard.storage import amend_object, location, stores
+from tfyard.storage import amend_object, location, mirror, stores
 from tfyard.storage.location import Location
-from tfyard.storage.store import Entry
+from tfyard.storage.store import Entry, Head
 
 GLOB = "*?["   # the characters that make a name a pattern
 
@@ -70,7 +70,7 @@ class BucketFiles:
     def write_whole(self, path: str, text: str | bytes, exclusive: bool = False) -> None:
         """One put of `text`; with `exclusive`, FileExistsError if an object is there."""
         body = text.encode() if isinstance(text, str) else text
-        if self.store.put(self._place(path), body, OUTPUT_FLAG, if_absent=exclusive) is None:
+        if self.put(path, body, if_absent=exclusive) is None:
             raise FileExistsError(path)
 
     def amend(self, path: str, amend: Callable[[bytes | None], bytes | None]) -> None:
@@ -94,6 +94,47 @@ class BucketFiles:
         return [f"{folder}/{entry.name}" for entry in self.store.listing(
             self._place(folder), OUTPUT_FLAG, pattern[len(folder) + 1:fixed])
             if _matches(entry.name.split("/"), wanted)]
+
+    @property
+    def where(self) -> str:
+        """The store's endpoint, for messages."""
+        return self.store.where()
+
+    @property
+    def conditions(self) -> str:
+        """How the store names its conditional writes, for a refusal's line."""
+        return self.store.conditions
+
+    def head(self, path: str) -> Head | None:
+        """The object's version and age; None when there is none."""
+        return self.store.head(self._place(path), OUTPUT_FLAG)
+
+    def put(self, path: str, body: bytes, *, if_absent: bool = False,
+            if_match: str | None = None) -> str | None:
+        """`body` at `path`, only if no object is there (`if_absent`) or only over the version
+        `if_match`; the new version, or None when the condition did not hold."""
+        return self.store.put(self._place(path), body, OUTPUT_FLAG, if_absent=if_absent,
+                              if_match=if_match)
+
+    def entries(self, root: str) -> dict[str, Entry]:
+        """Every object under the prefix `root`, by its name relative to it."""
+        return {entry.name: entry for entry in self.store.listing(self._place(root),
+                                                                   OUTPUT_FLAG)}
+
+    def fetch(self, root: str, entries: list[Entry], copy: str) -> None:
+        """The objects `entries` of the prefix `root` into the same names under the local
+        folder `copy`, each put in place whole."""
+        mirror.fetched(self._place(root), entries, copy, OUTPUT_FLAG)
+
+    def pull(self, root: str, copy: str, leave: set[str]) -> set[str]:
+        """The local folder `copy` made equal to the prefix `root` (which may hold nothing),
+        without the objects named in `leave`; the names the prefix holds."""
+        return mirror.pulled_run(self._place(root), copy, OUTPUT_FLAG, leave)[1]
+
+    def copy_under(self, root: str, base: str) -> str:
+        """Where the prefix `root` is copied under the local folder `base`:
+        `BASE/SCHEME/BUCKET/PREFIX`."""
+        return mirror.copy_root(self._place(root), base)
 
     def upload(self, local: str, path: str) -> None:
         """The local file `local` sent to `path` through one open handle (a file renamed or

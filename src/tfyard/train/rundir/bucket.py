@@ -57,7 +57,7 @@ from tfyard.runfiles.layout import (
     POINTER,
     RunDirectory,
 )
-from tfyard.storage import DATA_COPIES, location, mirror
+from tfyard.storage import DATA_COPIES
 from tfyard.storage.store import Refused
 from tfyard.storage.timeouts import outage_seconds
 from tfyard.train.rundir.lease import take_bucket_lease, wait_reconciled
@@ -249,9 +249,9 @@ class BucketRun:
         if self.publisher is not None:
             return plat
         wait_reconciled(plat.output_url, start, self.wait_s)
-        place = location(plat.output_url, OUTPUT_FLAG)
-        root, _ = mirror.pulled_run(place, mirror.copy_root(
-            place, os.path.join(plat.work_dir, DATA_COPIES)), OUTPUT_FLAG, leave={LEASE})
+        bucket = RunDirectory(plat.output_url).files
+        root = bucket.copy_under(plat.output_url, os.path.join(plat.work_dir, DATA_COPIES))
+        bucket.pull(plat.output_url, root, leave={LEASE})
         return dataclasses.replace(plat, output_dir=root)
 
 
@@ -267,7 +267,7 @@ def published(plat, cluster, wait_s: float):
         return
     lease = take_bucket_lease(plat.output_url)
     try:
-        names = reconciled(location(plat.output_url, OUTPUT_FLAG), plat.output_dir)
+        names = reconciled(plat.output_url, plat.output_dir)
         lease.mark_reconciled()
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:

@@ -46,8 +46,7 @@ from tfyard.flags import OUTPUT_FLAG
 from tfyard.process import envvars, liveness
 from tfyard.replace import check_writable
 from tfyard.runfiles.files import LocalFiles
-from tfyard.runfiles.layout import LEASE, RunDirectory
-from tfyard.storage import location, stores
+from tfyard.runfiles.layout import RunDirectory
 from tfyard.train.rundir.directory import remove_temporaries
 
 log = logging.getLogger("tfyard")
@@ -194,17 +193,17 @@ class InBucket:
 
     def __init__(self, url: str):
         self.where = url
-        self.place = location(url, OUTPUT_FLAG).child(LEASE)
-        self.store = stores.of(self.place.scheme)
+        run = RunDirectory(url)
+        self.bucket, self.path = run.files, run.lease
         self.version: str | None = None
         self._seen: str | None = None   # the version of the holder last read
 
     def read(self) -> dict | None:
-        found = self.store.head(self.place, OUTPUT_FLAG)
+        found = self.bucket.head(self.path)
         if found is None:
             return None
         try:
-            holder = json.loads(self.store.read(self.place, OUTPUT_FLAG) or b"")
+            holder = json.loads(self.bucket.read_from(self.path, 0))
         except ValueError:
             holder = {}
         if not isinstance(holder, dict):
@@ -213,30 +212,30 @@ class InBucket:
         return {**holder, "age": found.age}
 
     def create(self, me: dict) -> bool:
-        self.version = self.store.put(self.place, _body(me), OUTPUT_FLAG, if_absent=True)
+        self.version = self.bucket.put(self.path, _body(me), if_absent=True)
         if self.version:
             self._require_conditions(me)
         return bool(self.version)
 
     def _require_conditions(self, me: dict) -> None:
         """A store that ignores conditional writes would let a second run in: refuse it."""
-        if self.store.put(self.place, _body(me), OUTPUT_FLAG, if_absent=True) is None:
+        if self.bucket.put(self.path, _body(me), if_absent=True) is None:
             return
-        self.store.delete(self.place, OUTPUT_FLAG)
-        raise UserError(f"{OUTPUT_FLAG} {self.where}: the store {self.store.where()} ignores "
-                        f"{self.store.conditions}, so tfyard cannot keep a second run out of "
+        self.bucket.delete(self.path)
+        raise UserError(f"{OUTPUT_FLAG} {self.where}: the store {self.bucket.where} ignores "
+                        f"{self.bucket.conditions}, so tfyard cannot keep a second run out of "
                         "this prefix; use a store that has them (AWS S3, GCS, MinIO, Ceph, R2) "
                         "or a local --output_dir")
 
     def take_over(self, _holder: dict, me: dict) -> bool:
-        self.version = self.store.put(self.place, _body(me), OUTPUT_FLAG, if_match=self._seen)
+        self.version = self.bucket.put(self.path, _body(me), if_match=self._seen)
         return bool(self.version)
 
     def taken(self) -> None:
         """Nothing to put right: the bucket is written by the publisher only."""
 
     def renew(self, me: dict) -> bool:
-        version = self.store.put(self.place, _body(me), OUTPUT_FLAG, if_match=self.version)
+        version = self.bucket.put(self.path, _body(me), if_match=self.version)
         if version is None:
             return False
         self.version = version
@@ -244,9 +243,9 @@ class InBucket:
 
     def release(self, _me: dict) -> None:
         with contextlib.suppress(UserError):
-            found = self.store.head(self.place, OUTPUT_FLAG)
+            found = self.bucket.head(self.path)
             if found is not None and found.version == self.version:
-                self.store.delete(self.place, OUTPUT_FLAG)
+                self.bucket.delete(self.path)
 
 
 def _body(me: dict) -> bytes:

@@ -19,7 +19,6 @@ import os
 import tempfile
 import time
 
-from tfyard.flags import OUTPUT_FLAG
 from tfyard.process.staged import TMP
 from tfyard.runfiles.layout import (
     CHECKPOINTS,
@@ -34,8 +33,6 @@ from tfyard.runfiles.layout import (
     checkpoint_step,
 )
 from tfyard.runfiles.record import parse_json_lines, read_run
-from tfyard.storage import mirror, stores
-from tfyard.storage.location import Location
 from tfyard.storage.store import Entry
 from tfyard.train.rundir.directory import STARTS, checkpoint_paths
 from tfyard.train.rundir.pointer import publish_save
@@ -63,11 +60,12 @@ def run_names(copy: str) -> dict[str, str]:
     return found
 
 
-def reconciled(place: Location, copy: str) -> set[str]:
-    """The local `copy` of the run at `place` made one with it (see the module's text);
-    returns the names the prefix holds afterwards. The caller holds the run's lease."""
-    theirs = {entry.name: entry for entry in stores.of(place.scheme).listing(place, OUTPUT_FLAG)
-              if entry.name != LEASE}
+def reconciled(url: str, copy: str) -> set[str]:
+    """The local `copy` of the run at `url` (its prefix) made one with it (see the module's
+    text); returns the names the prefix holds afterwards. The caller holds the run's lease."""
+    place = RunDirectory(url.rstrip("/"))
+    theirs = {name: entry for name, entry in place.files.entries(place.root).items()
+              if name != LEASE}
     run, bucket_step = RunDirectory(copy), _bucket_step(place)
     if run_names(copy) or run.files.has(run.pointer):
         if _continues(place, run, theirs, bucket_step):
@@ -75,11 +73,11 @@ def reconciled(place: Location, copy: str) -> set[str]:
         aside = f"{copy}{SET_ASIDE}{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
         run.files.move(copy, aside)
         log.warning(f"tfyard: warning: {copy} does not continue the latest checkpoint of "
-                    f"{place}: set aside whole as {aside}; resuming from the bucket")
-    return mirror.pulled_run(place, copy, OUTPUT_FLAG, leave={LEASE})[1]
+                    f"{place.root}: set aside whole as {aside}; resuming from the bucket")
+    return place.files.pull(place.root, copy, leave={LEASE})
 
 
-def _continues(place: Location, run: RunDirectory, theirs: dict[str, Entry],
+def _continues(place: RunDirectory, run: RunDirectory, theirs: dict[str, Entry],
                bucket_step: int | None) -> bool:
     """Whether the copy `run` continues the bucket's latest checkpoint (at `bucket_step`)."""
     if bucket_step is None:   # no checkpoint there: nothing the copy could undo
@@ -89,8 +87,8 @@ def _continues(place: Location, run: RunDirectory, theirs: dict[str, Entry],
         return False
     if RUN_FILE not in theirs:
         return True
-    text = stores.of(place.scheme).read(place.child(RUN_FILE), OUTPUT_FLAG) or b""
-    records = parse_json_lines(text.decode("utf-8", "replace"), str(place.child(RUN_FILE)))
+    text = place.files.read_from(place.run_file, 0)
+    records = parse_json_lines(text.decode("utf-8", "replace"), place.run_file)
     return bool(records) and _same_lineage(read_run(run.root) or {}, records[-1])
 
 
@@ -102,7 +100,7 @@ def _same_lineage(ours: dict, theirs: dict) -> bool:
     return all(ours.get(key) == theirs.get(key) for key in IDENTITY)
 
 
-def _published(place: Location, run: RunDirectory, theirs: dict[str, Entry],
+def _published(place: RunDirectory, run: RunDirectory, theirs: dict[str, Entry],
                bucket_step: int | None) -> set[str]:
     """Make the bucket and the winning copy `run` hold the same files: the bucket's files
     the copy lacks copied down, the appended ones merged, the rest of the copy's uploaded."""
@@ -113,18 +111,17 @@ def _published(place: Location, run: RunDirectory, theirs: dict[str, Entry],
             continue   # the copy's: its latest checkpoint goes up, then the pointer naming it
         if name not in ours or appended(name) and _theirs_extend(place, run, name, entry):
             down.append(entry)
-    mirror.fetched(place, down, run.root, OUTPUT_FLAG)
+    place.files.fetch(place.root, down, run.root)
     names = set(theirs)
     _push_newer(place, run, bucket_step, names)
-    objects = stores.of(place.scheme)
     for name, path in sorted(run_names(run.root).items()):
         if name not in theirs or not _held(path, theirs[name]):
-            objects.upload(path, place.child(name), OUTPUT_FLAG)
+            place.files.upload(path, place.path(name))
             names.add(name)
     return names
 
 
-def _theirs_extend(place: Location, run: RunDirectory, name: str, entry: Entry) -> bool:
+def _theirs_extend(place: RunDirectory, run: RunDirectory, name: str, entry: Entry) -> bool:
     """Whether the bucket's version of the appended file `name` extends the copy's (it is
     then copied down); otherwise two reports files are merged into the copy's, and of two
     events files that differ the copy's (its lineage) is kept."""
@@ -132,7 +129,7 @@ def _theirs_extend(place: Location, run: RunDirectory, name: str, entry: Entry) 
     if _held(path, entry):
         return False
     ours = run.files.read_from(path, 0)
-    theirs = stores.of(place.scheme).read(place.child(name), OUTPUT_FLAG) or b""
+    theirs = place.files.read_from(place.path(name), 0)
     if ours.startswith(theirs):
         return False
     if theirs.startswith(ours):
@@ -163,10 +160,10 @@ def _held(path: str, entry: Entry) -> bool:
     return stat.st_size == entry.size and int(stat.st_mtime) <= int(entry.modified)
 
 
-def _bucket_step(place: Location) -> int | None:
+def _bucket_step(place: RunDirectory) -> int | None:
     """The step of the latest checkpoint the bucket's pointer names, if any."""
-    text = stores.of(place.scheme).read(place.child(f"{CHECKPOINTS}/{POINTER}"), OUTPUT_FLAG)
-    if text is None:
+    text = place.files.read_from(place.pointer, 0)
+    if not text:
         return None
     with tempfile.TemporaryDirectory(prefix="tfyard-pointer-") as theirs:
         RunDirectory(theirs).files.write_whole(os.path.join(theirs, POINTER),
@@ -175,7 +172,7 @@ def _bucket_step(place: Location) -> int | None:
     return None if latest is None else checkpoint_step(latest)
 
 
-def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
+def _push_newer(place: RunDirectory, run: RunDirectory, bucket_step: int | None,
                 names: set[str]) -> None:
     """Publish the copy's latest checkpoint (`publish_save`) when the bucket's (at
     `bucket_step`) is older or absent; `names` kept as the bucket's."""
@@ -183,9 +180,8 @@ def _push_newer(place: Location, run: RunDirectory, bucket_step: int | None,
     if local is None or (bucket_step is not None and bucket_step >= checkpoint_step(local)):
         return
     log.info(f"tfyard: uploading {os.path.basename(local)}, which {run.root} holds and "
-             f"{place} does not yet")
-    bucket = RunDirectory(str(place))
-    publish_save(bucket.files, bucket.root, run.files.matching(glob.escape(local) + ".*"),
+             f"{place.root} does not yet")
+    publish_save(place.files, place.root, run.files.matching(glob.escape(local) + ".*"),
                  run.pointer, names)
 
 
