@@ -598,6 +598,48 @@ def test_the_scheme_check_sees_each_way_of_testing():
         "'://' in path", "url.startswith(('s3://', 'gs://'))", "url.removeprefix('s3://')"]
 
 
+# A bucket's objects are reached through the run store (`runfiles.objects.BucketFiles`) or
+# storage's own calls: elsewhere no module takes a URL apart into a bucket and key (`location`),
+# builds a key (`Location`), or calls a store (`stores.of`) or its copies (`mirror`) itself.
+# (module, the call as written) allowed, with why.
+STORE_CALLS_ALLOWED: dict[tuple[str, str], str] = {
+    ("tfyard.platform", "storage.location(data, source)"): "a --data_dir URL checked before "
+    "any work: the key is not used",
+    ("tfyard.pack.k8s_spec", "location(output_dir, OUTPUT_FLAG)"): "the pod's --output_dir "
+    "checked and written as the URL it is",
+    ("tfyard.cli.data", "location(args.dst, 'destination')"): "`data convert` into a bucket: "
+    "a data set's prefix, not a run's, checked before it is written",
+    ("tfyard.cli.data", "mirror.top_names(location(args.dst, 'destination'), 'destination')"):
+    "the same data set's prefix: what it holds already (--overwrite)",
+}
+
+
+def store_calls(module: str, source: str | None = None) -> list[str]:
+    """`module`'s calls that take a URL apart, build a key or reach a store itself."""
+    tree = ast.parse(MODULES[module].read_text() if source is None else source)
+    return [ast.unparse(node) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and (
+                _dotted(node.func).split(".")[-1] in ("location", "Location")
+                or _dotted(node.func) == "stores.of"
+                or _dotted(node.func).startswith("mirror."))]
+
+
+def test_only_storage_and_the_run_store_reach_a_bucket():
+    wrong = [f"{module}: {call}" for module in MODULES
+             if not module.startswith(("tfyard.storage", "tfyard.runfiles"))
+             for call in store_calls(module) if (module, call) not in STORE_CALLS_ALLOWED]
+    assert not wrong, "a bucket reached outside storage and runfiles (go through " \
+        "runfiles.files_for(url)):\n" + "\n".join(wrong)
+
+
+def test_the_store_check_sees_each_way_around_the_run_store():
+    planted = ('place = location(url, FLAG)\ntext = stores.of(place.scheme).read(place, FLAG)\n'
+               'mirror.fetched(place, [], root, FLAG)\nkey = Location("s3", "b", "k")\n')
+    assert sorted(store_calls("tfyard.tune.handover", planted)) == [
+        "Location('s3', 'b', 'k')", "location(url, FLAG)", "mirror.fetched(place, [], root, FLAG)",
+        "stores.of(place.scheme)"]
+
+
 LONGEST_FUNCTION = 60   # lines: a function longer than this holds two jobs
 
 

@@ -48,7 +48,7 @@ def test_environment_fallback(tmp_path, monkeypatch):
     assert resolved.as_dict() == {
         "data_dir": str(tmp_path / "data_dir"), "output_dir": str(tmp_path / "output_dir"),
         "work_dir": str(tmp_path / "work_dir"), "log_dir": str(tmp_path / "log_dir"),
-        "num_gpus": 3,
+        "num_gpus": 3, "output_copy": None,
     }
 
 

@@ -48,9 +48,10 @@ class Platform:
     output_url: str | None = None
 
     def as_dict(self) -> dict:
-        """The fields as run.json records them: a run in a bucket by its URL, and its copy."""
+        """The fields as run.json records them: a run in a bucket by its URL, and its local
+        copy (`output_copy`: None for a run on disk, so both places record the same keys)."""
         fields = asdict(self)
-        url = fields.pop("output_url")
+        url, fields["output_copy"] = fields.pop("output_url"), None
         if url is not None:
             fields["output_copy"], fields["output_dir"] = fields["output_dir"], url
         return fields
