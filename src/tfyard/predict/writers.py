@@ -42,7 +42,17 @@ def format_of(output: str | None, fmt: str | None) -> str:
     return fmt
 
 
-class _Csv:
+class _Streamed:
+    """A text format whose rows go straight to the stream: nothing held to close or drop."""
+
+    def close(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
+
+
+class _Csv(_Streamed):
     def __init__(self, stream, columns):
         self.writer = csv.DictWriter(stream, columns)
         self.writer.writeheader()
@@ -51,25 +61,13 @@ class _Csv:
         self.writer.writerow({k: json.dumps(v) if k in LIST_COLUMNS else
                               ("" if v is None else v) for k, v in row.items()})
 
-    def close(self) -> None:
-        pass
 
-    def discard(self) -> None:
-        pass
-
-
-class _Jsonl:
+class _Jsonl(_Streamed):
     def __init__(self, stream, columns):
         self.stream = stream
 
     def write(self, row: dict) -> None:
         self.stream.write(json.dumps(row) + "\n")
-
-    def close(self) -> None:
-        pass
-
-    def discard(self) -> None:
-        pass
 
 
 class _Parquet:
