@@ -45,7 +45,7 @@ def stand_in_tune(*args, **kwargs) -> dict:
     """`tfyard.tune(...)` with stand-in trials."""
     import tfyard
 
-    with mock.patch("tfyard.tune.search.TRAIN", STAND_IN):
+    with mock.patch("tfyard.tune.trial.TRAIN", STAND_IN):
         return tfyard.tune(*args, **kwargs)
 
 

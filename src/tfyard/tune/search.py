@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 
 from tfyard.errors import PAUSED_EXIT_CODE, UserError
-from tfyard.flags import OUTPUT_FLAG
 from tfyard.launch.forked import ForkServer
 from tfyard.launch.supervise import (
     Stopped,
@@ -30,12 +28,12 @@ from tfyard.tracking.study import StudyRuns
 from tfyard.train.options import TRACK, TrainOptions
 from tfyard.tune import pbt
 from tfyard.tune import study as studies
+from tfyard.tune import trial as trials
 from tfyard.tune.onray import RayTrials
 from tfyard.tune.rungs import Rungs
-from tfyard.tune.space import Param, option_argv
-from tfyard.tune.trial import TRAIN, RunningTrial, trial_processes  # TRAIN: tests' stand-in
+from tfyard.tune.space import Param
+from tfyard.tune.trial import RunningTrial
 
-DEVICES = "cuda_visible_devices"   # a trial's user attribute: the GPUs it was given
 POLL_S = 0.1   # a pruned trial trains until tune reads its figure: small models run fast
 # Train options that say where a run is tracked, not what it trains: a rerun may change them.
 UNSEARCHED = {f.name for f in fields(TrainOptions) if f.metadata["group"] == TRACK}
@@ -102,10 +100,10 @@ def run(search: Search) -> dict:
 
 
 def _run(search: Search) -> dict:
-    processes = trial_processes(_trial_env(search))
+    processes = trials.trial_processes(trials.trial_env(search))
     try:
         if search.ray is None:
-            processes.prepare(TRAIN)   # TensorFlow's import beside the study's opening
+            processes.prepare(trials.TRAIN)   # TensorFlow's import beside the opening
         return _study(search, processes)
     finally:
         processes.close()
@@ -231,9 +229,10 @@ class _Loop:
                 if not (asked or resumed):
                     return   # the study is full: another tune asked at the same moment
                 busy += resumed is None
-                trial = _start(search, opened.study, opened.storage, asked, resumed,
-                               opened.runs, opened.population, self.processes,
-                               [t.devices for t in self.running.values()], opened.rungs)
+                trial = trials.start_trial(
+                    search, opened.study, opened.storage, asked, resumed, opened.runs,
+                    opened.population, self.processes,
+                    [t.devices for t in self.running.values()], opened.rungs)
                 self.running[trial.number] = trial
 
     def _summarize(self) -> None:
@@ -325,77 +324,6 @@ def _ask(study, states, wanted: int):
     return None
 
 
-def _start(search: Search, study, storage, asked, left, runs: StudyRuns | None,
-           population: pbt.Population | None, processes: ForkServer,
-           busy: list[str | None], rungs: Rungs) -> RunningTrial:
-    """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
-    a PBT trial going on after its interval) with its own params, started as a process of
-    `processes` on its GPUs (`busy`: those of the trials running); `left` is reopened
-    through the `storage` object."""
-    place = search.place()
-    if left is None:
-        trial = asked
-        params = {p.name: p.suggest(trial) for p in search.space if p.kind}
-        run_dir = place.run_dir(trial.number)
-        trial.set_user_attr("run_dir", run_dir)
-        devices = _devices(search, None, busy)
-        reported, verb = (), "started"
-    else:
-        trial = studies.reopened(study, storage, left.number)
-        params = studies.values_now(left) if population else left.params
-        run_dir = left.user_attrs["run_dir"]
-        devices = _devices(search, left.user_attrs.get(DEVICES), busy)
-        reported, verb = left.intermediate_values, "resumed"
-    if devices is not None:
-        trial.set_user_attr(DEVICES, devices)
-    work_dir = place.work_dir(trial.number)
-    if runs:
-        runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
-    command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
-               OUTPUT_FLAG, run_dir, "--work_dir", work_dir]
-    every = None
-    if search.evaluations:   # the pruner's rungs, at the same share of every trial
-        every = (search.budget, params.get(search.budget, search.length) / search.evaluations)
-        if search.budget == "train_steps":
-            every = (search.budget, max(1, round(every[1])))
-            command += ["--eval_every_steps", str(every[1])]
-        else:
-            command += ["--eval_every_epochs", f"{every[1]:.6g}"]
-    if search.seed is not None and "seed" not in params:
-        command += ["--seed", str(search.seed)]
-    if population:
-        command += ["--pause_at_step", str(population.pause(study))]
-    if search.ray:
-        command = search.ray.command(command)
-    log_path = place.home.trial_log(trial.number)
-    where = "" if devices is None else f" on GPU(s) {devices}"
-    print(f"tune: trial {trial.number} {verb}{where}: {_shown(params)}", flush=True)
-    reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node
-    gpus = None if devices is None else {"CUDA_VISIBLE_DEVICES": devices,
-                                         "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-    return RunningTrial(trial, reports, processes.process(command, gpus), log_path,
-                        search.metric, rungs, reported, every, devices)
-
-
-def _devices(search: Search, recorded: str | None, busy: list[str | None]) -> str | None:
-    """The GPUs a trial sees: those it had before a kill (a resumed trial keeps its share),
-    else the share the fewest running trials use, the first such; None without GPUs."""
-    if not search.gpus:
-        return None
-    if recorded in search.gpus:
-        return recorded
-    return min(search.gpus, key=busy.count)
-
-
-def _trial_env(search: Search) -> dict[str, str]:
-    """Every trial's environment: tune's, output unbuffered, and each trial's share of the
-    cores when trials share the machine."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if search.threads:
-        env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
-    return env
-
-
 def _tell(search: Search, study, states, trial: RunningTrial) -> bool:
     """Record how `trial` ended; False for a failure."""
     name, code = search.metric.name, trial.proc.returncode
@@ -413,8 +341,3 @@ def _tell(search: Search, study, states, trial: RunningTrial) -> bool:
     print(f"tune: trial {trial.number} failed ({why}): {trial.tail()}", file=sys.stderr,
           flush=True)
     return False
-
-
-def _shown(params: dict) -> str:
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in params.items()) or "(fixed options only)"

@@ -1,4 +1,8 @@
-"""One trial as it runs: an ordinary `tfyard train` process group (launch's), whose
+"""One trial, started and as it runs. `start_trial` makes its `tfyard train` command line (the
+shared flags, its params, the evaluation cadence its rungs need, the seed, PBT's pause) and
+places it on its GPUs (a resumed trial keeps its share, a new one takes the least used).
+
+As it runs it is an ordinary `tfyard train` process group (launch's), whose
 metrics.jsonl tune reads as it grows, reporting each figure to Optuna and stopping the run
 with SIGTERM when the pruner says so (train saves a checkpoint at SIGTERM and exits with the
 retryable PREEMPTED_EXIT_CODE, so a pruned run ends cleanly, resumable).
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -24,13 +29,19 @@ import threading
 import time
 from collections.abc import Sequence
 
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.launch.forked import ForkServer
 from tfyard.launch.local import end_group, pump, signal_group
 from tfyard.runfiles.layout import RunDirectory
+from tfyard.tracking.study import StudyRuns
+from tfyard.tune import pbt
+from tfyard.tune import study as studies
 from tfyard.tune.rungs import Rungs
+from tfyard.tune.space import option_argv
 from tfyard.tune.study import Metric
 
-TRAIN = (sys.executable, "-m", "tfyard", "train")   # what a trial runs
+FORKED = (sys.executable, "-m", "tfyard", "train")   # what the fork server runs
+TRAIN = FORKED   # what a trial runs (the tests' stand-in replaces it, the server stays train)
 SERVER = (sys.executable, "-m", "tfyard.cli.forkserver")
 GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint before SIGKILL
 
@@ -38,7 +49,7 @@ GRACE_S = 60.0   # a pruned or stopped trial's time to save its checkpoint befor
 def trial_processes(env: dict[str, str]) -> ForkServer:
     """Where the trials' processes come from, all with the environment `env`: `tfyard
     train` forked from the server, any other command spawned. Close it at the study's end."""
-    return ForkServer(SERVER, TRAIN, env)
+    return ForkServer(SERVER, FORKED, env)
 
 
 class RunningTrial:
@@ -164,3 +175,82 @@ class RunningTrial:
             except ValueError:
                 continue   # a line torn by a kill: the rerun writes the step again
         return records
+
+
+DEVICES = "cuda_visible_devices"   # a trial's user attribute: the GPUs it was given
+
+
+def start_trial(search, study, storage, asked, left, runs: StudyRuns | None,
+           population: pbt.Population | None, processes: ForkServer,
+           busy: list[str | None], rungs: Rungs) -> RunningTrial:
+    """A new trial, `asked` of the sampler, or `left` (a trial a killed tune left running, or
+    a PBT trial going on after its interval) with its own params, started as a process of
+    `processes` on its GPUs (`busy`: those of the trials running); `left` is reopened
+    through the `storage` object."""
+    place = search.place()
+    if left is None:
+        trial = asked
+        params = {p.name: p.suggest(trial) for p in search.space if p.kind}
+        run_dir = place.run_dir(trial.number)
+        trial.set_user_attr("run_dir", run_dir)
+        devices = devices_for(search, None, busy)
+        reported, verb = (), "started"
+    else:
+        trial = studies.reopened(study, storage, left.number)
+        params = studies.values_now(left) if population else left.params
+        run_dir = left.user_attrs["run_dir"]
+        devices = devices_for(search, left.user_attrs.get(DEVICES), busy)
+        reported, verb = left.intermediate_values, "resumed"
+    if devices is not None:
+        trial.set_user_attr(DEVICES, devices)
+    work_dir = place.work_dir(trial.number)
+    if runs:
+        runs.child(trial, run_dir, params, place.local_run(run_dir, work_dir))
+    command = [*TRAIN, *search.train_argv, *search.fixed_argv, *option_argv(params),
+               OUTPUT_FLAG, run_dir, "--work_dir", work_dir]
+    every = None
+    if search.evaluations:   # the pruner's rungs, at the same share of every trial
+        every = (search.budget, params.get(search.budget, search.length) / search.evaluations)
+        if search.budget == "train_steps":
+            every = (search.budget, max(1, round(every[1])))
+            command += ["--eval_every_steps", str(every[1])]
+        else:
+            command += ["--eval_every_epochs", f"{every[1]:.6g}"]
+    if search.seed is not None and "seed" not in params:
+        command += ["--seed", str(search.seed)]
+    if population:
+        command += ["--pause_at_step", str(population.pause(study))]
+    if search.ray:
+        command = search.ray.command(command)
+    log_path = place.home.trial_log(trial.number)
+    where = "" if devices is None else f" on GPU(s) {devices}"
+    print(f"tune: trial {trial.number} {verb}{where}: {shown(params)}", flush=True)
+    reports = run_dir if search.ray else place.local_run(run_dir, work_dir)   # Ray: on a node
+    gpus = None if devices is None else {"CUDA_VISIBLE_DEVICES": devices,
+                                         "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    return RunningTrial(trial, reports, processes.process(command, gpus), log_path,
+                        search.metric, rungs, reported, every, devices)
+
+
+def devices_for(search, recorded: str | None, busy: list[str | None]) -> str | None:
+    """The GPUs a trial sees: those it had before a kill (a resumed trial keeps its share),
+    else the share the fewest running trials use, the first such; None without GPUs."""
+    if not search.gpus:
+        return None
+    if recorded in search.gpus:
+        return recorded
+    return min(search.gpus, key=busy.count)
+
+
+def trial_env(search) -> dict[str, str]:
+    """Every trial's environment: tune's, output unbuffered, and each trial's share of the
+    cores when trials share the machine."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if search.threads:
+        env["TF_NUM_INTRAOP_THREADS"] = str(search.threads)   # TensorFlow's op threads
+    return env
+
+
+def shown(params: dict) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in params.items()) or "(fixed options only)"
