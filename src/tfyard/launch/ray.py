@@ -38,7 +38,7 @@ from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import reserve_port
 from tfyard.launch.roster import Member, roster
 from tfyard.launch.supervise import MemberFailed, Outcome, Policy, supervise
-from tfyard.quiet import drop_python_noise
+from tfyard.quiet.python_noise import drop_python_noise
 
 INSTALL_HINT = "Ray support needs ray: pip install 'tfyard[ray]'"
 STRATEGIES = ("PACK", "SPREAD")

@@ -7,7 +7,7 @@ def run(argv: list[str] | None = None, prog: str = "tfyard train") -> int:
     from tfyard.distribute.strategy import end_together
     from tfyard.train.job import run as run_job
 
-    quiet.setup()  # TensorFlow's C++ log lines off stderr (tfyard/quiet.py)
+    quiet.setup()  # TensorFlow's C++ log lines off stderr (tfyard/quiet/)
     status = run_job(argv, prog=prog)
     end_together()  # all-reduce members leave together (distribute/strategy.py)
     return status
