@@ -188,7 +188,7 @@ def test_two_member_job_ends_cleanly_and_only_the_writer_says_so(tmp_path):
 LATE_LEADER = """
 import os, sys, time
 from tfyard import quiet
-from tfyard.distribute import strategy
+from tfyard.distribute import coordination
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.train.job import run
 quiet.setup()
@@ -196,7 +196,7 @@ run(sys.argv[1:])
 cluster = load_cluster_config()
 if cluster.is_coordinator:
     time.sleep(15)
-strategy.end_together()
+coordination.end_together()
 with open(os.path.join(os.environ["LEFT_AT"], str(cluster.task_index)), "w") as f:
     f.write(repr(time.time()))
 """

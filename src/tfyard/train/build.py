@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from tfyard import compat, dtypes
+from tfyard.distribute import coordination, devices
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.strategy import Plan
@@ -86,7 +87,7 @@ def settle_dtype(context: RunContext, timeout: float) -> RunContext:
     before = (read_run(context.plat.output_dir) or {}).get("dtype")
     choice = dtypes.recorded(before) if before in dtypes.DTYPES else own
     if context.plan.strategy == "multi_worker_mirrored":
-        word = json.loads(strategies.chiefs_word(
+        word = json.loads(coordination.chiefs_word(
             cluster, DTYPE_KEY, json.dumps([choice.dtype, choice.reason, own.dtype,
                                             own.reason]), timeout, "its --dtype auto"))
         choice, chiefs_own = dtypes.Choice(*word[:2]), dtypes.Choice(*word[2:])
@@ -99,7 +100,7 @@ def settle_dtype(context: RunContext, timeout: float) -> RunContext:
 
 def machine_dtype(num_gpus: int) -> dtypes.Choice:
     """What `--dtype auto` means on this process's first `num_gpus` GPUs, else its CPU."""
-    return dtypes.for_this_machine(strategies.gpu_cards(num_gpus), compat.onednn_enabled())
+    return dtypes.for_this_machine(devices.gpu_cards(num_gpus), compat.onednn_enabled())
 
 
 def input_pipelines(plan, cluster) -> int:

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from tfyard import platform as platform_contract
 from tfyard import tracking
 from tfyard.data import formats
-from tfyard.distribute import heartbeat
+from tfyard.distribute import coordination, heartbeat, server
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
+from tfyard.distribute.devices import describe_devices
 from tfyard.distribute.gather import gather
 from tfyard.distribute.lost import peer_loss
 from tfyard.distribute.watchdog import StartupWatchdog
@@ -93,7 +94,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
         run = RunDirectory(plat.output_dir)
-        status = strategies.serve(cluster, startup_timeout=options.startup_timeout,
+        status = server.serve(cluster, startup_timeout=options.startup_timeout,
                                   chief_files=(run.lease, run.run_file, run.summary))
         if status:
             raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
@@ -142,7 +143,7 @@ def _trained(options: TrainOptions, plat, cluster, plan, run, task_for) -> dict 
     strategy = start_strategy(RunContext(options, plat, cluster, plan))
     # once the cluster has formed: another member of a run in a bucket restores what
     # the chief of its own start reconciled
-    plat = run.joined(lambda token: strategies.cluster_start(
+    plat = run.joined(lambda token: coordination.cluster_start(
         plan, cluster, token, options.startup_timeout))
     # which dtype, once the members can agree on it; run.json keeps it for a resume
     context = settle_dtype(RunContext(options, plat, cluster, plan), options.startup_timeout)
@@ -158,7 +159,7 @@ def _trained(options: TrainOptions, plat, cluster, plan, run, task_for) -> dict 
             state = controller.run()
         summary = _finish(prepared, state)
         if state.stop_reason in (PREEMPTED, PAUSED):
-            strategies.end_together()  # all-reduce members stopped at the same step
+            coordination.end_together()  # all-reduce members stopped at the same step
             if state.stop_reason == PAUSED:
                 _exit_paused(state.step)
             preemption.exit_preempted(state.step)
@@ -348,7 +349,7 @@ def _announce(prepared: Prepared, restored: str | None, start: int, tracker) -> 
              f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {replicas} "
              f"replica(s) [{plan.reason}], {options.dtype} "
              f"({prepared.context.dtype_reason}), {xla}, "
-             f"{strategies.describe_devices(gpus)}"
+             f"{describe_devices(gpus)}"
              f"{GPU_SEED if gpus and options.seed is not None else ''}")
     log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "
              f"{numbers.per_replica_batch or 'its batches'} per "
