@@ -22,7 +22,8 @@ from tfyard.models.factory import policy_name
 from tfyard.platform import MAX_STEPS, Platform
 from tfyard.train.fused import fuse_batch_norm
 from tfyard.train.host_memory import keep_freed_memory
-from tfyard.train.loop import StepConfig, Trainer, model_evaluation
+from tfyard.train.loop import StepConfig, Trainer
+from tfyard.train.loop.evaluation import model_evaluation
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import TrainOptions
 from tfyard.train.rundir.checkpoint import machine_settings
