@@ -23,7 +23,8 @@ laziness keeps start-up fast, it does not make an upward dependency right.
 
 Inside `train`, its rooms stand in the same order, each above the ones it uses:
 
-    train               the loop: job, options, build, loop, controller, actions, evaluate, fit
+    train               the loop: job, account, options, build, loop, controller, actions,
+                        evaluate, fit
     train.outside       the run's ties outside its process: signals, console, MLflow
     train.weights       where the weights start
     train.task          what is trained

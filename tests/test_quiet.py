@@ -16,7 +16,7 @@ import pytest
 
 from tests.examples.test_seed_scripts import EXAMPLES, write_mnist_npz
 from tests.train.conftest import FAST
-from tfyard.quiet import JvmTeardownHold, TracebackHold, split_log_lines
+from tfyard.quiet.log_filter import JvmTeardownHold, TracebackHold, split_log_lines
 
 # What TensorFlow 2.21 prints on this kind of machine, with or without a `[worker:1] ` prefix
 # (FATAL lines are not noise: they say why a process aborts, and get through).
@@ -188,7 +188,7 @@ def test_two_member_job_ends_cleanly_and_only_the_writer_says_so(tmp_path):
 LATE_LEADER = """
 import os, sys, time
 from tfyard import quiet
-from tfyard.distribute import strategy
+from tfyard.distribute import coordination
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.train.job import run
 quiet.setup()
@@ -196,7 +196,7 @@ run(sys.argv[1:])
 cluster = load_cluster_config()
 if cluster.is_coordinator:
     time.sleep(15)
-strategy.end_together()
+coordination.end_together()
 with open(os.path.join(os.environ["LEFT_AT"], str(cluster.task_index)), "w") as f:
     f.write(repr(time.time()))
 """
@@ -269,7 +269,7 @@ def test_tfyards_own_python_noise_is_dropped_once_per_logger(caplog):
     user's process, where TensorFlow's own lines are left alone); others pass."""
     import logging
 
-    from tfyard.quiet import PYTHON_NOISE, drop_python_noise
+    from tfyard.quiet.python_noise import PYTHON_NOISE, drop_python_noise
 
     said = {"absl": "You are saving your model as an HDF5 file via `model.save()`.",
             "tensorflow": "6 out of the last 6 calls to <function MultiDeviceSaver.save."
@@ -299,7 +299,7 @@ def test_tfyards_own_python_noise_is_dropped_once_per_logger(caplog):
 def test_a_seeded_parameter_server_input_warning_is_dropped():
     import warnings
 
-    from tfyard.quiet import drop_python_noise
+    from tfyard.quiet.python_noise import drop_python_noise
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

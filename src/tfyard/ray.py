@@ -11,9 +11,10 @@ images (`read_binary_files`, in `tfyard.predict.ray`).
 
 from __future__ import annotations
 
+from tfyard.launch.attempt import Policy
 from tfyard.launch.context import Context
 from tfyard.launch.ray import Placement, run_function
-from tfyard.launch.supervise import MemberFailed, Outcome, Policy
+from tfyard.launch.supervise import MemberFailed, Outcome
 from tfyard.predict.ray import predict
 
 __all__ = ["Context", "MemberFailed", "predict", "run"]

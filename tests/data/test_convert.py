@@ -30,7 +30,7 @@ def test_imagefolder_deterministic_across_worker_counts_and_no_tensorflow_lines(
     """One writer here, two behind the console script: the same bytes, and the script (its
     writers' stderr filtered) prints its start and end lines and none of TensorFlow's."""
     from tests.conftest import run_tfyard
-    from tfyard.quiet import ABSL_BANNER
+    from tfyard.quiet.log_filter import ABSL_BANNER
 
     src = tmp_path / "src"
     write_folder(src, {"ant": 4, "bee": 8})

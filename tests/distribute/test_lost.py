@@ -69,7 +69,7 @@ def test_a_chief_that_left_without_its_summary_was_lost(tmp_path):
     import json
     import time
 
-    from tfyard.distribute.strategy import chief_finished
+    from tfyard.distribute.server import chief_finished
 
     summary, since = tmp_path / "summary.json", time.time() - 1
     assert not chief_finished(str(summary), since)                  # none written
@@ -109,7 +109,7 @@ SERVE = """
 import socket, sys, threading
 import tensorflow   # loaded first: the chief's 3 s below are the server's start and the wait
 from tfyard.distribute.cluster import parse_tf_config
-from tfyard.distribute.strategy import serve
+from tfyard.distribute.server import serve
 
 lease, run, summary, finishes = sys.argv[1:]
 chief = socket.create_server(("127.0.0.1", 0))   # listening is reachable enough

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tfyard.errors import UserError
+from tfyard.launch.attempt import Failure
 from tfyard.launch.context import Context, passed_env
 from tfyard.launch.roster import Member
 from tfyard.launch.spark import _failure_record, _member_error, spark_roster
-from tfyard.launch.supervise import Failure
 from tfyard.platform import MAX_STEPS
 
 

@@ -12,16 +12,11 @@ import time
 import pytest
 
 from tfyard.errors import LOST_PEER_EXIT_CODE, PAUSED_EXIT_CODE, PREEMPTED_EXIT_CODE
+from tfyard.launch.attempt import Policy
 from tfyard.launch.output import LockedWriter
 from tfyard.launch.roster import roster
-from tfyard.launch.supervise import (
-    Policy,
-    Stopped,
-    install_stop_handlers,
-    restore_handlers,
-    stops_held,
-    supervise,
-)
+from tfyard.launch.stops import Stopped, install_stop_handlers, restore_handlers, stops_held
+from tfyard.launch.supervise import supervise
 
 
 class Scripted:

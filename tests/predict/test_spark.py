@@ -25,6 +25,7 @@ from tests.storage.conftest import upload
 from tfyard import quiet
 from tfyard.cli import main
 from tfyard.predict.worker import LOAD_LOG
+from tfyard.quiet import log_filter
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -152,7 +153,8 @@ def test_the_cli_shows_none_of_the_workers_tensorflow_log_lines(run, few, tmp_pa
                            str(tmp_path / "rows")],   # one worker: one TensorFlow to start
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "predicted 8 file(s)" in done.stderr
-    assert not re.search(quiet.LOG_PREFIX, done.stderr) and quiet.ABSL_BANNER not in done.stderr
+    assert not re.search(log_filter.LOG_PREFIX, done.stderr)
+    assert log_filter.ABSL_BANNER not in done.stderr
 
 
 def test_a_workers_refusal_is_one_line_in_a_fresh_process(old_export, few, tmp_path):

@@ -166,7 +166,7 @@ def test_a_member_that_never_comes_up_is_named(tmp_path):
 def test_a_member_waiting_for_its_peers_stops_at_a_signal(tmp_path, signum):
     """Issue 67: worker:0 alone, waiting for worker:1, ends within seconds of SIGTERM (143)
     or SIGINT (130) in one line naming whom it waited for, not at --startup_timeout."""
-    from tfyard.distribute.strategy import reachable
+    from tfyard.distribute.server import reachable
     from tfyard.launch.ports import reserved_ports
 
     with reserved_ports(2) as (mine, missing):

@@ -61,8 +61,8 @@ def test_a_killed_member_is_one_line_on_each_survivor(tmp_path, digits_work, clu
                                                       said, saves):
     """Killed once `saves` checkpoints (one every 5 steps) are written. The parameter-server
     job's five: each PS save traces TensorFlow's save function again (by design: see
-    tfyard.quiet.PYTHON_NOISE); its retracing warning is not the user's to act on, so no
-    member prints a warning but the chief's coordinator retrying a step after the kill."""
+    tfyard.quiet.python_noise.PYTHON_NOISE); its retracing warning is not the user's to act
+    on, so no member prints a warning but the chief's coordinator retrying a step after the kill."""
     procs = start_members(cluster, tmp_path / "out", digits_work)
     try:
         deadline = time.monotonic() + 400   # PS start-up is slow on 2 busy cores

@@ -36,8 +36,9 @@ from tests.tracking.conftest import (
     wait_for,
 )
 from tests.train.conftest import FAST, read_json, read_jsonl
-from tfyard import quiet, tracking
+from tfyard import tracking
 from tfyard.cli import main
+from tfyard.quiet import log_filter
 
 pytest.importorskip("mlflow")
 SECRET = "s3cr3t-d0n7-pr1n7"
@@ -288,7 +289,7 @@ def test_the_served_model_takes_image_bytes_only_over_rest_and_in_process(
             assert row["error"].startswith("a path or URL is never opened; send the image's "
                                            "bytes")
     said = (tmp_path / "serve.log").read_text()   # TensorFlow's C++ lines: none at the load
-    assert not re.search(quiet.LOG_PREFIX, said) and quiet.ABSL_BANNER not in said, said
+    assert not re.search(log_filter.LOG_PREFIX, said) and log_filter.ABSL_BANNER not in said, said
     assert "cuInit" not in said
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)   # where models:/ URIs are looked up

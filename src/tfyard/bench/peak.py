@@ -108,7 +108,7 @@ def gpu_peak(name: str, count: int, dtype: str, tf32: bool) -> Peak:
 
 
 def this_machine(cards: list[tuple[str, tuple[int, int]]], dtype: str) -> Peak:
-    """The peak of the GPUs `cards` (`distribute.strategy.gpu_cards`), else of this
+    """The peak of the GPUs `cards` (`distribute.devices.gpu_cards`), else of this
     process's CPUs."""
     if cards:
         import tensorflow as tf

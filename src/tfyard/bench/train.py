@@ -16,6 +16,7 @@ import tempfile
 from tfyard import platform
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
+from tfyard.distribute.devices import describe_devices
 from tfyard.errors import UserError
 from tfyard.process.cpus import usable_cpus
 from tfyard.train.options import TrainOptions
@@ -101,7 +102,7 @@ def _measure(options: TrainOptions, warmup_steps: int, profile_dir: str | None,
         "image_size": prepared.shape[0], "dtype": dtype,
         "dtype_reason": prepared.context.dtype_reason,
         "jit_compile": trainer.config.jit_compile, "strategy": plan.strategy,
-        "devices": strategies.describe_devices(plat.num_gpus),
+        "devices": describe_devices(plat.num_gpus),
         "replicas": prepared.replicas, "workers": max(1, cluster.num_workers),
         "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
         "steps_per_loop": options.steps_per_loop, "warmup_steps": warmup_steps,
@@ -118,7 +119,7 @@ def flop_rates(model, global_batch: int, images_per_sec: float, num_gpus: int,
     """FLOPs a step (counted from the layers), FLOP/s achieved, the devices' peak in `dtype`
     and the fraction reached, each count saying how it was made."""
     from tfyard.bench import flops, peak
-    from tfyard.distribute.strategy import gpu_cards
+    from tfyard.distribute.devices import gpu_cards
 
     per_step = flops.step_flops(model, global_batch)
     achieved = per_step and per_step * images_per_sec / global_batch

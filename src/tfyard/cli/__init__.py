@@ -16,7 +16,7 @@ import sys
 
 from tfyard import __version__, keras_startup, quiet
 from tfyard.data import release
-from tfyard.distribute.strategy import end_together
+from tfyard.distribute.coordination import end_together
 from tfyard.errors import RESUME_FIX, UserError, disk_error
 from tfyard.flags import Parser
 from tfyard.train.outside.console import configure_console

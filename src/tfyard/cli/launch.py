@@ -93,7 +93,7 @@ def _command(args) -> list[str]:
 
 
 def _policy(args):
-    from tfyard.launch.supervise import Policy
+    from tfyard.launch.attempt import Policy
 
     return Policy(args.max_restarts, args.grace, args.grace_period, args.hang_timeout)
 

@@ -18,7 +18,7 @@ import sys
 import threading
 
 from tfyard.distribute.cluster import ClusterConfig
-from tfyard.distribute.strategy import reachable
+from tfyard.distribute.server import reachable
 
 POLL_S = 0.2
 

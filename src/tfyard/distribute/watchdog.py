@@ -19,7 +19,7 @@ import sys
 
 from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.gather import peers
-from tfyard.distribute.strategy import reachable
+from tfyard.distribute.server import reachable
 
 
 class StartupWatchdog:

@@ -23,10 +23,11 @@ from tfyard.distribute import heartbeat
 from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
+from tfyard.launch.attempt import Policy
 from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import LOOPBACK, reserved_ports
 from tfyard.launch.roster import roster
-from tfyard.launch.supervise import Outcome, Policy, supervise
+from tfyard.launch.supervise import Outcome, supervise
 from tfyard.process.cpus import usable_cpus
 
 _GUARD = """import os, signal, sys
@@ -213,7 +214,7 @@ def run_local(command: Sequence[str], workers: int, chief: bool = False, ps: int
     the same addresses (the program resumes from its latest checkpoint), except that a
     worker of a parameter-server job restarts alone while the chief carries on. A member
     exiting 143 (preempted, saved) restarts the job without spending a restart; one whose
-    heartbeat is older than `hang_timeout` s is frozen (see `tfyard.launch.supervise`).
+    heartbeat is older than `hang_timeout` s is frozen (see `tfyard.launch.attempt`).
     SIGINT and SIGTERM reach every member, which get `grace_period` s to save and exit;
     the return code is then 128 + signal.
     """

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from tfyard.distribute.cluster import ClusterConfig, parse_tf_config
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
+from tfyard.launch.attempt import Policy
 from tfyard.launch.context import (
     PAYLOAD_MODULE,
     Context,
@@ -37,8 +38,8 @@ from tfyard.launch.local import ProcessMember, check_command, member_env
 from tfyard.launch.output import TAIL_LINES, locked_writer
 from tfyard.launch.ports import reserve_port
 from tfyard.launch.roster import Member, roster
-from tfyard.launch.supervise import MemberFailed, Outcome, Policy, supervise
-from tfyard.quiet import drop_python_noise
+from tfyard.launch.supervise import MemberFailed, Outcome, supervise
+from tfyard.quiet.python_noise import drop_python_noise
 
 INSTALL_HINT = "Ray support needs ray: pip install 'tfyard[ray]'"
 STRATEGIES = ("PACK", "SPREAD")

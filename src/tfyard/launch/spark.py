@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 from tfyard.distribute.jobid import job_env
 from tfyard.errors import UserError
+from tfyard.launch.attempt import Failure, describe_exit
 from tfyard.launch.context import (
     PAYLOAD_MODULE,
     Context,
@@ -36,7 +37,7 @@ from tfyard.launch.local import ProcessMember, check_command, member_env, stop_g
 from tfyard.launch.output import locked_writer
 from tfyard.launch.ports import reserved_ports
 from tfyard.launch.roster import Member, roster, tf_configs
-from tfyard.launch.supervise import Failure, MemberFailed, describe_exit
+from tfyard.launch.supervise import MemberFailed
 from tfyard.storage import scheme_of
 
 GRACE_S = 10.0

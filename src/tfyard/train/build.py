@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from tfyard import compat, dtypes
+from tfyard.distribute import coordination, devices
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import ClusterConfig
 from tfyard.distribute.strategy import Plan
@@ -21,7 +22,8 @@ from tfyard.models.factory import policy_name
 from tfyard.platform import MAX_STEPS, Platform
 from tfyard.train.fused import fuse_batch_norm
 from tfyard.train.host_memory import keep_freed_memory
-from tfyard.train.loop import StepConfig, Trainer, model_evaluation
+from tfyard.train.loop import StepConfig, Trainer
+from tfyard.train.loop.evaluation import model_evaluation
 from tfyard.train.optim import make_optimizer
 from tfyard.train.options import TrainOptions
 from tfyard.train.rundir.checkpoint import machine_settings
@@ -86,7 +88,7 @@ def settle_dtype(context: RunContext, timeout: float) -> RunContext:
     before = (read_run(context.plat.output_dir) or {}).get("dtype")
     choice = dtypes.recorded(before) if before in dtypes.DTYPES else own
     if context.plan.strategy == "multi_worker_mirrored":
-        word = json.loads(strategies.chiefs_word(
+        word = json.loads(coordination.chiefs_word(
             cluster, DTYPE_KEY, json.dumps([choice.dtype, choice.reason, own.dtype,
                                             own.reason]), timeout, "its --dtype auto"))
         choice, chiefs_own = dtypes.Choice(*word[:2]), dtypes.Choice(*word[2:])
@@ -99,7 +101,7 @@ def settle_dtype(context: RunContext, timeout: float) -> RunContext:
 
 def machine_dtype(num_gpus: int) -> dtypes.Choice:
     """What `--dtype auto` means on this process's first `num_gpus` GPUs, else its CPU."""
-    return dtypes.for_this_machine(strategies.gpu_cards(num_gpus), compat.onednn_enabled())
+    return dtypes.for_this_machine(devices.gpu_cards(num_gpus), compat.onednn_enabled())
 
 
 def input_pipelines(plan, cluster) -> int:

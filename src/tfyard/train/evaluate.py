@@ -15,7 +15,7 @@ from tfyard.data.pipeline import split_name
 from tfyard.errors import UserError
 from tfyard.runfiles.layout import RunDirectory
 from tfyard.train.build import dtype_policy
-from tfyard.train.loop import model_evaluation
+from tfyard.train.loop.evaluation import model_evaluation
 from tfyard.train.options import TrainOptions
 from tfyard.train.outside.console import Console
 from tfyard.train.rundir.checkpoint import restore_if_readable, restore_newest

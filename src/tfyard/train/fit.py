@@ -33,7 +33,7 @@ def fit(model, data="digits", *, eval_data=None, num_classes: int | None = None,
         **options: the `tfyard train` options by their Python names (output_dir,
             train_steps, batch_size, seed, jit_compile, dtype, ...).
     """
-    from tfyard.quiet import drop_python_noise
+    from tfyard.quiet.python_noise import drop_python_noise
     from tfyard.train.job import train
     from tfyard.train.outside.console import configure_console
 

@@ -1,13 +1,13 @@
 """`tfyard train` end to end: platform, role, then a Trainer under a Controller with actions.
 
 `run(argv)` is the entry point for the seed scripts and for Spark tasks; `train(options)`
-does the work and returns the run summary.
+does the work and returns the run summary. What a start records and says about itself
+(run.json's record, its first lines, the summary) is `train.account`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tfyard import platform as platform_contract
 from tfyard import tracking
 from tfyard.data import formats
-from tfyard.distribute import heartbeat
+from tfyard.distribute import coordination, heartbeat, server
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 from tfyard.distribute.gather import gather
@@ -28,6 +28,7 @@ from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import RunDirectory, WorkDirectory, checkpoint_name
 from tfyard.runfiles.record import amend_run
 from tfyard.storage import stream
+from tfyard.train.account import announce, finish, member_name, run_record
 from tfyard.train.options import TrainOptions, parse_train_args
 from tfyard.train.outside.console import configure_console
 from tfyard.train.rundir.bucket import published
@@ -37,7 +38,6 @@ from tfyard.train.task import usercode
 
 if TYPE_CHECKING:  # build imports TensorFlow; job loads it only once it trains
     from tfyard.train.build import Prepared
-    from tfyard.train.controller import RunState
 
 log = logging.getLogger("tfyard")
 
@@ -93,8 +93,8 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
     plan = strategies.choose(cluster, plat.num_gpus, options.ds)
     if plan.behaviour == "serve":
         run = RunDirectory(plat.output_dir)
-        status = strategies.serve(cluster, startup_timeout=options.startup_timeout,
-                                  chief_files=(run.lease, run.run_file, run.summary))
+        status = server.serve(cluster, startup_timeout=options.startup_timeout,
+                              chief_files=(run.lease, run.run_file, run.summary))
         if status:
             raise SystemExit(status)  # SIGTERM: 143; a lost chief: 75; both restart it
         return None
@@ -142,7 +142,7 @@ def _trained(options: TrainOptions, plat, cluster, plan, run, task_for) -> dict 
     strategy = start_strategy(RunContext(options, plat, cluster, plan))
     # once the cluster has formed: another member of a run in a bucket restores what
     # the chief of its own start reconciled
-    plat = run.joined(lambda token: strategies.cluster_start(
+    plat = run.joined(lambda token: coordination.cluster_start(
         plan, cluster, token, options.startup_timeout))
     # which dtype, once the members can agree on it; run.json keeps it for a resume
     context = settle_dtype(RunContext(options, plat, cluster, plan), options.startup_timeout)
@@ -152,13 +152,13 @@ def _trained(options: TrainOptions, plat, cluster, plan, run, task_for) -> dict 
     preemption.install()  # again: TensorFlow's coordination service took SIGTERM over
     controller, restored, tracker = _controller(prepared, watchdog, run.publisher)
     with tracker or contextlib.nullcontext():   # the MLflow run ends as training ends
-        _announce(prepared, restored, controller.state.start_step, tracker)
+        announce(prepared, restored, controller.state.start_step, tracker)
         with task.data.checked("train"), input_ended(prepared.numbers.total_steps), \
                 peer_loss(cluster, plan.strategy, lambda: controller.state.step):
             state = controller.run()
-        summary = _finish(prepared, state)
+        summary = finish(prepared, state)
         if state.stop_reason in (PREEMPTED, PAUSED):
-            strategies.end_together()  # all-reduce members stopped at the same step
+            coordination.end_together()  # all-reduce members stopped at the same step
             if state.stop_reason == PAUSED:
                 _exit_paused(state.step)
             preemption.exit_preempted(state.step)
@@ -275,10 +275,6 @@ def _restore(prepared: Prepared, saved=None):
     return checkpoints, restored
 
 
-def _member(cluster) -> str:
-    return f"{cluster.role}-{cluster.task_index}" if cluster.jobs else "single"
-
-
 def _example_id_log(plat, cluster, trainer):
     """--record_example_ids: after each chunk, one line per step it ran, {"step", "ids"},
     appended to work_dir/example_ids/<member>.jsonl. A resumed run appends the steps it
@@ -287,7 +283,7 @@ def _example_id_log(plat, cluster, trainer):
 
     work = WorkDirectory(plat.work_dir)
     work.files.make_directory(work.example_ids)
-    path = work.member_example_ids(_member(cluster))
+    path = work.member_example_ids(member_name(cluster))
 
     def write(state) -> None:
         steps = trainer.take_example_ids()
@@ -297,122 +293,6 @@ def _example_id_log(plat, cluster, trainer):
                                  for i, ids in enumerate(steps)))
 
     return Callback(on_chunk_end=write)
-
-
-def run_record(prepared: Prepared) -> dict:
-    """run.json: the options, the platform, what is trained, the numbers the chief
-    resolved (the evaluator side-car reads them rather than guessing) and how it trains
-    (`run_shape`). MLflow's params are made of it alone, live and by `tfyard track`."""
-    numbers, context, task = prepared.numbers, prepared.context, prepared.task
-    return {**context.options.to_dict(), **context.plat.as_dict(), **task.identity(),
-            "mlflow_uri": tracking.redacted(context.options.mlflow_uri),
-            "eval_data": task.data.eval_name, "class_names": list(task.class_names),
-            "preprocessing": task.preprocessing and task.preprocessing.to_dict(),
-            "total_steps": numbers.total_steps,
-            "steps_per_epoch": numbers.steps_per_epoch, "global_batch": numbers.global_batch,
-            "warmup_steps": numbers.warmup_steps,
-            "per_replica_batch": numbers.per_replica_batch, "init": prepared.init,
-            "dtype_reason": context.dtype_reason,
-            **run_shape(prepared)}
-
-
-def run_shape(prepared: Prepared) -> dict:
-    """The strategy, the cluster, the GPUs, the examples and the versions a start trained
-    with: known only while it trains, so run.json keeps them for a later `tfyard track`."""
-    from importlib.metadata import version
-
-    import tensorflow as tf
-
-    context = prepared.context
-    cluster = context.cluster
-    return {"strategy": context.plan.strategy, "replicas": prepared.replicas,
-            "workers": max(cluster.num_workers, 1), "ps": len(cluster.jobs.get("ps", ())),
-            "gpus": context.plat.num_gpus, "train_examples": prepared.task.data.train_examples,
-            "tfyard_version": version("tfyard"), "tensorflow_version": tf.__version__}
-
-
-# What --seed keeps on a GPU: TensorFlow's GPU kernels (cuDNN's algorithms, XLA's and the
-# kernels' atomic sums) are not deterministic unless op determinism is on, which refuses
-# the step's timing ops; so a resumed run is not promised bit-exact there.
-GPU_SEED = ("; --seed on a GPU: the same examples in the same order, the weights not bit "
-            "for bit (GPU kernels are not deterministic)")
-
-
-def _announce(prepared: Prepared, restored: str | None, start: int, tracker) -> None:
-    numbers, shape, plan = prepared.numbers, prepared.shape, prepared.context.plan
-    identity, replicas = prepared.task.identity(), prepared.replicas
-    options, gpus = prepared.context.options, prepared.context.plat.num_gpus
-    xla = "XLA" if prepared.trainer.config.jit_compile else "no XLA"
-    log.info(f"tfyard: {identity['model']} on {identity['dataset']} "
-             f"({identity['num_classes']} classes, "
-             f"{shape[0]}x{shape[1]}x{shape[2]}), {plan.strategy} with {replicas} "
-             f"replica(s) [{plan.reason}], {options.dtype} "
-             f"({prepared.context.dtype_reason}), {xla}, "
-             f"{strategies.describe_devices(gpus)}"
-             f"{GPU_SEED if gpus and options.seed is not None else ''}")
-    log.info(f"tfyard: global batch {numbers.global_batch or 'as the input gives'} = "
-             f"{numbers.per_replica_batch or 'its batches'} per "
-             f"replica x {replicas}; lr {numbers.learning_rate:.4g} {numbers.optimizer} "
-             f"{numbers.lr_schedule}; {numbers.total_steps} steps "
-             f"({numbers.steps_per_epoch}/epoch)")
-    log.info(f"tfyard: resumed from step {start} ({restored})" if restored
-             else "tfyard: starting from step 0 (no checkpoint)")
-    if tracker:
-        log.info(f"tfyard: {tracker.where}")
-
-
-def _finish(prepared: Prepared, state: RunState) -> dict:
-    """The summary: every member's into work_dir/members, the chief's into summary.json."""
-    from tfyard.train.rundir.report import write_json_atomic
-
-    context, numbers = prepared.context, prepared.numbers
-    options, plat, cluster = context.options, context.plat, context.cluster
-    summary = {
-        **prepared.task.identity(), "strategy": context.plan.strategy,
-        "replicas": prepared.replicas, "role": cluster.role,
-        "global_batch": numbers.global_batch, "per_replica_batch": numbers.per_replica_batch,
-        "learning_rate": numbers.learning_rate, "optimizer": numbers.optimizer,
-        "dtype": options.dtype, "jit_compile": prepared.trainer.config.jit_compile,
-        "total_steps": numbers.total_steps, "final_step": state.step,
-        "resumed_from_step": state.start_step, "steps_per_epoch": numbers.steps_per_epoch,
-        "epochs": state.epoch, "wall_time_sec": state.elapsed(),
-        "mean_images_per_sec": state.mean_rate(), "stop_reason": state.stop_reason,
-        "train": state.metrics or None, "eval": state.eval,
-        "weights_digest": weights_digest(prepared.model),
-    }
-    if "export" in state.outputs:
-        summary["export"] = state.outputs["export"]
-    if caches := stream.figures(plat.work_dir):   # data read from a bucket through a bounded cache
-        summary["data_cache"] = caches
-    work = WorkDirectory(plat.work_dir)
-    work.files.make_directory(work.members)
-    write_json_atomic(work.member_summary(_member(cluster)), summary)
-    if not cluster.is_coordinator:
-        return summary
-    if options.skip_corrupt:
-        from tfyard.data import local_data
-        from tfyard.data.inspect import problems
-
-        # the training's own copy or cache of a bucket's data (`local_data`), not a new one
-        summary["skipped_records"] = sum(1 for _ in problems(options.dataset, local_data(
-            options.dataset, plat.data_dir, plat.work_dir, options.data_cache_limit), "train",
-            cache_dir=plat.work_dir))
-        log.info(f"tfyard: --skip_corrupt dropped the {summary['skipped_records']} unusable "
-                 "training record(s) (`tfyard data inspect --verify` lists them)")
-    write_json_atomic(RunDirectory(plat.output_dir).summary, summary)
-    if state.stop_reason in (PREEMPTED, PAUSED):
-        return summary  # exit_preempted or _exit_paused says so
-    log.info(f"tfyard: done at step {state.step}; "
-             + (f"validation {_headline(state.eval)}; " if state.eval else "")
-             + (f"{summary['mean_images_per_sec']:.0f} images/sec; " if state.rates else "")
-             + f"outputs in {plat.output_url or plat.output_dir}")
-    return summary
-
-
-def _headline(figures: dict) -> str:
-    """The evaluation's main figure: top-1, else the first metric after the loss."""
-    name = "top1" if "top1" in figures else next((k for k in figures if k != "loss"), "loss")
-    return f"{name} {figures[name]:.4f}"
 
 
 @contextlib.contextmanager
@@ -425,11 +305,3 @@ def input_ended(total_steps: int):
     except tf.errors.OutOfRangeError:
         raise UserError(f"the input ended before the {total_steps} steps asked for; add "
                         ".repeat() to the input function or ask for fewer steps") from None
-
-
-def weights_digest(model) -> str:
-    """SHA-256 of all weights, so members of a synchronous job can be compared exactly."""
-    digest = hashlib.sha256()
-    for weight in model.get_weights():
-        digest.update(weight.tobytes())
-    return digest.hexdigest()

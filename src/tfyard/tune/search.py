@@ -13,14 +13,9 @@ import time
 from dataclasses import dataclass, field, fields, replace
 
 from tfyard.errors import PAUSED_EXIT_CODE, UserError
+from tfyard.launch.attempt import describe_exit
 from tfyard.launch.forked import ForkServer
-from tfyard.launch.supervise import (
-    Stopped,
-    describe_exit,
-    install_stop_handlers,
-    restore_handlers,
-    stops_held,
-)
+from tfyard.launch.stops import Stopped, install_stop_handlers, restore_handlers, stops_held
 from tfyard.runfiles.files import LocalFiles
 from tfyard.runfiles.place import StudyPlace
 from tfyard.tracking import Settings

@@ -17,6 +17,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from tfyard.distribute import server
 from tfyard.distribute import strategy as strategies
 from tfyard.distribute.cluster import load_cluster_config
 
@@ -36,7 +37,7 @@ if args.pid_dir:
 plan = strategies.choose(cluster, num_gpus=0)
 print(f"{me}: {plan.behaviour} with {plan.strategy}", flush=True)
 if plan.behaviour == "serve":
-    sys.exit(strategies.serve(
+    sys.exit(server.serve(
         cluster, startup_timeout=float(os.environ.get("TFYARD_STARTUP_TIMEOUT", 60))))
 
 summary_path = os.path.join(args.output_dir, "summary.json")

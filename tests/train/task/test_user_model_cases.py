@@ -29,7 +29,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 from tfyard import compat
-from tfyard.train.loop import model_evaluation
+from tfyard.train.loop.evaluation import model_evaluation
 from tfyard.train.task.objectives import Classification, Compiled
 from tfyard.train.task.task import compiled_loss
 

@@ -16,7 +16,8 @@ It reads the flag at every chunk end:
   when only one member was signalled they all stop after the same chunk (a member that
   stopped alone would leave its peers blocked in the next chunk's collectives);
 - one process (OneDevice, Mirrored) and the parameter-server coordinator read it directly;
-  the coordinator also stops scheduling closures once it is set (`loop.CoordinatorExecutor`).
+  the coordinator also stops scheduling closures once it is set
+  (`loop.executors.CoordinatorExecutor`).
 
 The run then stops (no export, no final evaluation), every member saves at that step
 unless a checkpoint there exists, and `exit_preempted` ends the process with

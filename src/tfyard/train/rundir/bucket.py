@@ -238,7 +238,7 @@ class BucketRun:
 
     def joined(self, start_of) -> Platform:
         """The platform to train with, called once this process's cluster has formed.
-        `start_of(token)` is the id this start's members share (`strategy.cluster_start`);
+        `start_of(token)` is the id this start's members share (`coordination.cluster_start`);
         a member of a run in a bucket waits up to `wait_s` for the lease of that start's
         chief to say reconciled, then copies the prefix to the readers' copy under
         `work_dir/bucket-data` (what it restores from)."""

@@ -7,7 +7,7 @@ start time, start time, job id), in one of two places (`lease_places`: a file on
 object in a bucket), each creating and taking it over atomically. A daemon thread renews it
 every RENEW_S seconds. The other members of a cluster wait (`wait_reconciled`) for the lease
 of their own start's chief (its `token`, which the chief passes to the cluster it formed:
-`distribute.strategy.cluster_start`) to say `reconciled` (its copy, which may hold a newer
+`distribute.coordination.cluster_start`) to say `reconciled` (its copy, which may hold a newer
 checkpoint than the bucket, made one with the bucket) before they copy the bucket, so every
 member restores what its chief restores: a killed start's leftover lease, or the live lease
 of a chief of another start (a replaced pod's old chief, still running), is no answer.

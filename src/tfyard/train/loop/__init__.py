@@ -1,10 +1,10 @@
 """The inner loop: a `Trainer` owns the compiled step and runs N steps, returning the metrics.
 
 A `tf.function` runs up to `steps_per_loop` steps per call inside a `tf.while_loop`. An
-executor hides how the host drives it: `SyncExecutor` calls it directly (OneDevice, Mirrored,
-MultiWorkerMirrored); `CoordinatorExecutor` schedules it on parameter-server workers through
-a ClusterCoordinator (asynchronous updates), which Keras 3 `fit` cannot do. The Trainer
-writes no files: checkpoints, reports and evaluation are the Controller's actions.
+executor hides how the host drives it (`loop.executors`: called directly, or scheduled on
+parameter-server workers). The Trainer writes no files: checkpoints, reports and evaluation
+are the Controller's actions; the evaluation itself, distributed over the replicas, is
+`loop.evaluation`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tfyard import compat
-from tfyard.data.release import drained, release
+from tfyard.data.release import release
+from tfyard.train.loop.executors import make_executor, replica_statistics
 from tfyard.train.optim import decayed_variables
-from tfyard.train.outside import preemption
 from tfyard.train.task.objectives import COUNT, LOSS, Objective
 
 
@@ -49,92 +48,6 @@ def graph_function(fn: Callable, jit_compile: bool = False):
     (`tf.while_loop`, `tf.cond`), so nothing needs rewriting, and every process saves the
     ~1.5 s AutoGraph spent converting the step's functions from source."""
     return tf.function(fn, autograph=False, jit_compile=jit_compile)
-
-
-class SyncExecutor:
-    """Synchronous strategies: the host calls the loop function once per `steps_per_loop`."""
-
-    def __init__(self, strategy: tf.distribute.Strategy):
-        self.strategy = strategy
-
-    def iterator(self, dataset_fn: Callable):
-        return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
-
-    def chunk_steps(self, steps_per_loop: int, remaining: int) -> int:
-        """Steps per chunk: one call, so every call is reported."""
-        return min(steps_per_loop, remaining)
-
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
-        """(metric sums, steps run)."""
-        totals, done = 0.0, 0
-        while done < steps:
-            n = min(steps_per_loop, steps - done)
-            totals = totals + loop_fn(iterator, tf.constant(n)).numpy()
-            done += n
-        return totals, done
-
-    def needs_statistics_sync(self, model) -> bool:
-        return self.strategy.num_replicas_in_sync > 1 and bool(replica_statistics(model))
-
-    @property
-    def update_in_xla(self) -> bool:
-        """One device, no mirroring: the optimizer update has no merge_call (all-reduce), so
-        XLA may compile it too. Mirrored strategies sync inside apply_gradients, even with
-        one replica, and a merge_call cannot sit inside a nested tf.function."""
-        mirrored = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
-        return not isinstance(self.strategy, mirrored)
-
-
-class CoordinatorExecutor:
-    """ParameterServerStrategy: calls are scheduled on workers, per-worker datasets."""
-
-    def __init__(self, strategy: tf.distribute.Strategy):
-        self.strategy = strategy
-        self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-        self.workers = max(1, compat.worker_count(strategy))
-
-    def iterator(self, dataset_fn: Callable):
-        return iter(self.coordinator.create_per_worker_dataset(
-            lambda: self.strategy.distribute_datasets_from_function(dataset_fn)))
-
-    def chunk_steps(self, steps_per_loop: int, remaining: int) -> int:
-        """All steps up to the boundary: scheduling them together keeps every worker busy."""
-        return remaining
-
-    def run(self, loop_fn, iterator, steps: int, steps_per_loop: int) -> tuple[np.ndarray, int]:
-        """(metric sums, steps run). At most two closures per worker wait or run at a time,
-        so every worker stays busy, and scheduling stops early once SIGTERM asked to preempt.
-        """
-        futures, done, waited, in_flight = [], 0, 0, 2 * self.workers
-        while done < steps and not (futures and preemption.requested()):
-            if len(futures) - waited >= in_flight:
-                futures[waited].fetch()  # wait for the oldest one not yet waited for
-                waited += 1
-                continue
-            n = min(steps_per_loop, steps - done)
-            futures.append(self.coordinator.schedule(loop_fn, args=(iterator, tf.constant(n))))
-            done += n
-        self.coordinator.join()
-        return sum(f.fetch() for f in futures), done
-
-    def needs_statistics_sync(self, model) -> bool:
-        return False  # variables live on the parameter servers: one copy already
-
-    update_in_xla = False  # remote variables cannot live inside an XLA cluster
-
-
-def replica_statistics(model) -> list:
-    """The non-trainable weights a step may change on each replica (batch-norm moving
-    statistics): those of frozen layers never change, so they are never averaged."""
-    frozen = {id(v) for layer in compat.all_layers(model) if not layer.trainable
-              for v in layer.weights}
-    return [v for v in model.non_trainable_variables if id(v) not in frozen]
-
-
-def make_executor(strategy: tf.distribute.Strategy):
-    if isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
-        return CoordinatorExecutor(strategy)
-    return SyncExecutor(strategy)
 
 
 class Trainer:
@@ -388,59 +301,3 @@ def _apply_unless(skip, apply, grads) -> None:
                 lambda: distribution.extended.call_for_each_replica(apply, args=(grads,)))
 
     tf.distribute.get_replica_context().merge_call(cross_replica, args=(skip, grads))
-
-
-def model_evaluation(model, objective: Objective, strategy: tf.distribute.Strategy | None = None
-                     ) -> Callable[[Callable], dict[str, float]]:
-    """`evaluate(dataset_fn)`: the objective's figures of `model` over the finite input
-    `dataset_fn(context)`, its step traced once for every call (a step made anew each call
-    would be traced again at every evaluation: ~0.5 s of a small model's every one).
-
-    Under Mirrored and MultiWorkerMirrored every replica evaluates its share and the sums
-    are added (every member must call this together); the parameter-server coordinator and
-    the evaluator side-car evaluate on this host. An uneven last step is fine: replicas
-    without data get empty batches and add nothing."""
-    local = strategy is None or isinstance(
-        strategy, tf.distribute.experimental.ParameterServerStrategy)
-    strategy = tf.distribute.get_strategy() if local else strategy
-
-    def replica_sums(batch):
-        x, y, weights = unpack(batch)
-        return tf.cond(tf.shape(tf.nest.flatten(x)[0])[0] > 0,   # no model call on nothing
-                       lambda: objective(y, model(x, training=False), weights)[1],
-                       lambda: tf.zeros([objective.size]))
-
-    def eval_step(batch):
-        sums = strategy.run(replica_sums, args=(batch,))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None)
-
-    # One trace for every batch size (the last, partial, and empty ones included): a batch
-    # dimension known to be 0 trips some layers' shape inference.
-    step = tf.function(replica_sums if local else eval_step, autograph=False,
-                       reduce_retracing=True)
-
-    def evaluate(dataset_fn: Callable) -> dict[str, float]:
-        if local:
-            batches = dataset_fn(tf.distribute.InputContext())
-        else:   # batches of any size, so that a last step short of batches is not dropped
-            batches = strategy.distribute_datasets_from_function(
-                lambda context: dataset_fn(context).map(_any_batch_size))
-        totals = np.zeros([objective.size], np.float32)
-        for batch in drained(batches):
-            totals += step(batch).numpy()
-        return objective.results(totals)
-
-    return evaluate
-
-
-def _any_batch_size(*element):
-    """`element` with its batch dimension unknown, values unchanged. TensorFlow 2.21 hands
-    the replicas without data empty batches only where the batch shape is not static; with a
-    static one (`drop_remainder=True`) it drops a last step that has fewer batches than
-    replicas, and those examples go unevaluated."""
-    def relax(value):
-        if not isinstance(value, tf.Tensor) or not value.shape.rank:
-            return value
-        return tf.compat.v1.placeholder_with_default(value, [None, *value.shape[1:]])
-
-    return tf.nest.map_structure(relax, element if len(element) > 1 else element[0])
