@@ -583,10 +583,15 @@ def scheme_tests(module: str, source: str | None = None) -> list[str]:
     return found
 
 
+def outside_the_store(found, allowed: dict) -> list[str]:
+    """`found(module)`'s finds in every module outside storage and runfiles, less `allowed`."""
+    return [f"{module}: {what}" for module in MODULES
+            if not module.startswith(("tfyard.storage", "tfyard.runfiles"))
+            for what in found(module) if (module, what) not in allowed]
+
+
 def test_only_storage_and_the_run_store_test_for_a_scheme():
-    wrong = [f"{module}: {test}" for module in MODULES
-             if not module.startswith(("tfyard.storage", "tfyard.runfiles"))
-             for test in scheme_tests(module) if (module, test) not in SCHEME_TESTS_ALLOWED]
+    wrong = outside_the_store(scheme_tests, SCHEME_TESTS_ALLOWED)
     assert not wrong, "a scheme tested outside storage and runfiles (ask storage.in_bucket " \
         "or runfiles.files_for):\n" + "\n".join(wrong)
 
@@ -626,9 +631,7 @@ def store_calls(module: str, source: str | None = None) -> list[str]:
 
 
 def test_only_storage_and_the_run_store_reach_a_bucket():
-    wrong = [f"{module}: {call}" for module in MODULES
-             if not module.startswith(("tfyard.storage", "tfyard.runfiles"))
-             for call in store_calls(module) if (module, call) not in STORE_CALLS_ALLOWED]
+    wrong = outside_the_store(store_calls, STORE_CALLS_ALLOWED)
     assert not wrong, "a bucket reached outside storage and runfiles (go through " \
         "runfiles.files_for(url)):\n" + "\n".join(wrong)
 
