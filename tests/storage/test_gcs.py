@@ -8,7 +8,7 @@ gs://: test_s3_cache.py).
 
 The emulator ignores generation preconditions (ifGenerationMatch), so it cannot hold a run's
 lease: there a run is refused in one line, which is what a store without conditional writes
-must get. The lease itself is one code path for both stores (`lease.InBucket` over
+must get. The lease itself is one code path for both stores (`lease_places.InBucket` over
 `Store.put`'s conditions); its refusals and take-overs are tested against moto's S3 server,
 which honours its conditions, in test_s3_runs.py."""
 

@@ -6,26 +6,25 @@ from __future__ import annotations
 
 import pytest
 
-from tfyard.storage.location import Location
 from tfyard.train.rundir.pointer import publish_save
 
-PLACE = Location("s3", "bucket", "run")
+URL = "s3://bucket/run"
 
 
-class Store:
-    """The calls a publisher makes, in order."""
+class Bucket:
+    """The calls a publisher makes on the run's files in the bucket, in order."""
 
     def __init__(self):
         self.calls = []
 
-    def upload(self, path, place, flag):
-        self.calls.append(("upload", place.key.removeprefix("run/")))
+    def upload(self, local, path):
+        self.calls.append(("upload", path.removeprefix(URL + "/")))
 
-    def put(self, place, body, flag, **condition):
-        self.calls.append(("put", place.key.removeprefix("run/"), body.decode()))
+    def write_whole(self, path, text):
+        self.calls.append(("put", path.removeprefix(URL + "/"), text))
 
-    def delete(self, place, flag):
-        self.calls.append(("delete", place.key.removeprefix("run/")))
+    def delete(self, path):
+        self.calls.append(("delete", path.removeprefix(URL + "/")))
 
 
 @pytest.mark.parametrize("alone", [False, True])
@@ -37,8 +36,8 @@ def test_a_save_is_published_whole_then_what_it_replaced_removed(tmp_path, alone
     names = {"run.json", "checkpoints/ckpt-5.index", "checkpoints/ckpt-10.index",
              "checkpoints/ckpt-10.data-00000-of-00001", "checkpoints/ckpt-20.index",
              "checkpoints/ckpt-20.data-00000-of-00002", "checkpoints/checkpoint"}
-    store = Store()
-    text = publish_save(store, PLACE, files, str(tmp_path / "checkpoint"), names, alone)
+    store = Bucket()
+    text = publish_save(store, URL, files, str(tmp_path / "checkpoint"), names, alone)
     kinds = [call[:2] for call in store.calls]
     assert kinds[:4] == [("delete", "checkpoints/ckpt-20.index"),   # never a mix of two
                          ("upload", "checkpoints/ckpt-20.data-00000-of-00001"),

@@ -15,6 +15,7 @@ from tfyard.runfiles.layout import RunDirectory, checkpoint_step
 from tfyard.runfiles.record import amend_run
 from tfyard.train.rundir import lease as leases
 from tfyard.train.rundir.directory import read_json_lines, read_run
+from tfyard.train.rundir.lease_places import read as read_lease
 
 
 def start(settings: tracking.Settings, output_dir: str, label: str, reopen: bool = True):
@@ -71,7 +72,7 @@ def backfill(settings: tracking.Settings, output_dir: str, label: str) -> str:
     export as a model. A run tracked before continues its MLflow run with only what it
     lacks, so a second `tfyard track` sends nothing twice. Returns the line to print."""
     run = RunDirectory(output_dir)
-    holder = leases.read(run.lease)
+    holder = read_lease(run.lease)
     if holder is not None and leases.stale_reason(holder, leases.claimant()) is None:
         raise UserError(f"{label} is being trained (host {holder.get('host', '?')}, pid "
                         f"{holder.get('pid', '?')}); track it once that run ends, or train "
