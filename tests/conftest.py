@@ -95,13 +95,18 @@ def _fresh_tfyard_logger():
         yield
 
 
+# A cluster, platform or tracking setting a test must never inherit: from the caller's shell,
+# or from an earlier test in the same worker (MLflow's `set_tracking_uri` sets its variable)
+INHERITED = ("TF_CONFIG", "TF_CONFIG_FILE", "TFYARD_DATA_DIR", "TFYARD_OUTPUT_DIR",
+             "TFYARD_WORK_DIR", "TFYARD_LOG_DIR", "TFYARD_NUM_GPUS", "MLFLOW_TRACKING_URI",
+             "MLFLOW_EXPERIMENT_NAME")
+
+
 @pytest.fixture(autouse=True)
 def _no_cluster(monkeypatch):
-    """Tests never inherit a TF_CONFIG, platform or tracking settings from the caller's
-    shell."""
-    for name in ("TF_CONFIG", "TF_CONFIG_FILE", "TFYARD_DATA_DIR", "TFYARD_OUTPUT_DIR",
-                 "TFYARD_WORK_DIR", "TFYARD_LOG_DIR", "TFYARD_NUM_GPUS", "MLFLOW_TRACKING_URI",
-                 "MLFLOW_EXPERIMENT_NAME"):
+    """Tests never inherit a TF_CONFIG, platform or tracking settings (a module's fixtures,
+    made before this, scrub `INHERITED` themselves)."""
+    for name in INHERITED:
         monkeypatch.delenv(name, raising=False)
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import INHERITED, run_tfyard
 from tests.reliability.conftest import wait_for
 from tests.storage.conftest import gcs, gcs_endpoint, s3, s3_endpoint  # noqa: F401 - stores
 from tests.storage.proxy import StoreProxy
@@ -64,7 +65,10 @@ def scenario(root: str, saved, tree, tmp: Path) -> dict[str, bytes]:
     wait_for(lambda: saved("run/checkpoints/checkpoint"), killed)
     killed.kill()
     assert killed.wait() == -signal.SIGKILL
-    main_here("train", *TRAIN, "--output_dir", run)
+    # resumed in a process of its own, as the killed one was: its threads and TensorFlow's
+    # state are the command's, not those an earlier test left in this worker
+    resumed = run_tfyard("train", *TRAIN, "--output_dir", run)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
     main_here("evaluate", "--output_dir", run)
     main_here("predict", "--output_dir", run, images(tmp), "--output",
               f"{root}/predictions.jsonl")
@@ -155,7 +159,9 @@ def check_scenario(tree: dict[str, bytes]) -> None:
 def on_disk(tmp_path_factory) -> dict[str, bytes]:
     """The scenario on local disk: what the buckets' trees are compared with."""
     tmp = tmp_path_factory.mktemp("on-disk")
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:   # made before the autouse scrub: its own
+        for name in INHERITED:
+            patch.delenv(name, raising=False)
         patch.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
         root = tmp / "place"
         return scenario(str(root), lambda name: (root / name).exists(), lambda: files(root),
