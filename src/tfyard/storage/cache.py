@@ -115,9 +115,22 @@ class Cache:
     def _stuck(self, name: str) -> None:
         """A reader that waits for `name` while the files open leave it no room, and none
         has been released for `STUCK` seconds, would wait forever: more files open at once
-        than `stream.readable` counted (a pass it does not know). Said as the failure."""
+        than `stream.readable` counted (a pass it does not know), or the members beside it
+        holding the rest of the limit (one that started alone, its open files more than its
+        part now). Said as the failure."""
         size, open_bytes, share = self.entries[name].size, self._open_bytes(), self.share()
-        if open_bytes + size <= share or time.monotonic() - self._released_at < STUCK:
+        if time.monotonic() - self._released_at < STUCK:
+            return
+        if open_bytes + size <= share:   # within its part: unless the others hold the rest
+            others = sharing.others_hold(self.root)
+            if open_bytes + size + self.others + others > self.limit:
+                self.failure = UserError(
+                    f"{self.flag} {self.place}: the other members reading it into this work "
+                    f"dir hold {shown(others)} of --data_cache_limit {shown(self.limit)}, and "
+                    f"this one needs {shown(open_bytes + size + self.others)}; give "
+                    f"--data_cache_limit {at_least(open_bytes + size + self.others + others)} "
+                    "or more")
+                self._lock.notify_all()
             return
         part = f"this process's {shown(share)} of " if share < self.limit else ""
         self.failure = UserError(
@@ -198,10 +211,13 @@ class Cache:
                   or self._make_room(size, reversed(self._disk), read=False, share=share)):
             return None
         # reserved, then the readers counted afresh (`sharing`): a member that joined since
-        # the last count has a smaller part for this one, and the download waits
+        # the last count has a smaller part for this one, and the download waits; as it does
+        # while the others still hold more than their part (a member that joined, or one
+        # whose downloads in flight are not yet trimmed): the limit is the cap at every instant
         self.used += size
         sharing.reserve(self.root, self.used)
-        if self.used > self.share(fresh=True):
+        if self.used > self.share(fresh=True) or \
+                self.used + self.others + sharing.others_hold(self.root) > self.limit:
             self.used -= size
             sharing.reserve(self.root, self.used)
             return None

@@ -91,10 +91,14 @@ def wait_for_room(root: str, room: int) -> None:
     bytes (they give up what passes their part within `TRIM` seconds), `JOIN_WAIT` seconds
     at most."""
     deadline = time.monotonic() + JOIN_WAIT
-    while time.monotonic() < deadline and sum(
-            max(disk_used(other), reserved(other))
-            for other in siblings(_bases[root], root)) > room:
+    while time.monotonic() < deadline and others_hold(root) > room:
         time.sleep(TRIM / 2)
+
+
+def others_hold(root: str) -> int:
+    """The bytes the other members reading the prefix of `root` hold or are fetching now:
+    each one's files, or the downloads it reserved where those are more."""
+    return sum(max(disk_used(other), reserved(other)) for other in siblings(_bases[root], root))
 
 
 def disk_used(root: str) -> int:
