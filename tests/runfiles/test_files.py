@@ -109,6 +109,9 @@ def test_the_same_calls_read_and_write_a_directory_and_a_bucket_alike(run_place)
     files.amend(run.run_file, lambda body: None)            # left as it is
     assert files.read_whole(run.run_file) == "ab"
     assert files.age(run.run_file) < 600
+    files.remove(run.path("checkpoints", "ckpt-2.index"))   # one file, its folder kept
+    assert files.matching(run.path("checkpoints", "ckpt-2*")) == []
+    assert files.is_directory(run.checkpoints)
     files.delete(run.checkpoints)
     assert not files.has(run.checkpoints) and files.has(run.metrics)
 

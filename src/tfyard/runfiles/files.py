@@ -101,6 +101,10 @@ class LocalFiles:
     def matching(self, pattern: str) -> list[str]:
         return glob.glob(pattern)
 
+    def remove(self, path: str) -> None:
+        """Remove the one file `path`."""
+        os.remove(path)
+
     def delete(self, path: str) -> None:
         """Remove a file, or a directory with everything in it."""
         if os.path.isdir(path):
@@ -202,6 +206,11 @@ class TensorFlowFiles(LocalFiles):
         import tensorflow as tf
 
         return tf.io.gfile.glob(pattern)
+
+    def remove(self, path: str) -> None:
+        import tensorflow as tf
+
+        tf.io.gfile.remove(path)
 
     def delete(self, path: str) -> None:
         import tensorflow as tf

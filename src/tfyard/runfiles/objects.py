@@ -145,6 +145,10 @@ class BucketFiles:
         """The object `path` into the local file `local`."""
         self.store.download(self._place(path), local, OUTPUT_FLAG)
 
+    def remove(self, path: str) -> None:
+        """Remove the one object `path` (a single request: no listing of a prefix)."""
+        self.store.delete(self._place(path), OUTPUT_FLAG)
+
     def delete(self, path: str) -> None:
         """Remove an object, or every object under a prefix."""
         place = self._place(path)

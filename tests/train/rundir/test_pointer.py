@@ -23,7 +23,7 @@ class Bucket:
     def write_whole(self, path, text):
         self.calls.append(("put", path.removeprefix(URL + "/"), text))
 
-    def delete(self, path):
+    def remove(self, path):
         self.calls.append(("delete", path.removeprefix(URL + "/")))
 
 

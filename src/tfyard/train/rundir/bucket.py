@@ -182,7 +182,7 @@ class Publisher:
         self._remote.add(name)
 
     def _delete(self, name: str) -> None:
-        self.bucket.delete(self.remote.path(name))
+        self.bucket.remove(self.remote.path(name))
         self._remote.discard(name)
         self._sent.pop(name, None)
 

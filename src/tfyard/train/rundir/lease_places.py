@@ -128,7 +128,7 @@ class InBucket:
         """A store that ignores conditional writes would let a second run in: refuse it."""
         if self.bucket.put(self.path, _body(me), if_absent=True) is None:
             return
-        self.bucket.delete(self.path)
+        self.bucket.remove(self.path)
         raise UserError(f"{OUTPUT_FLAG} {self.where}: the store {self.bucket.where} ignores "
                         f"{self.bucket.conditions}, so tfyard cannot keep a second run out of "
                         "this prefix; use a store that has them (AWS S3, GCS, MinIO, Ceph, R2) "
@@ -152,7 +152,7 @@ class InBucket:
         with contextlib.suppress(UserError):
             found = self.bucket.head(self.path)
             if found is not None and found.version == self.version:
-                self.bucket.delete(self.path)
+                self.bucket.remove(self.path)
 
 
 def _body(me: dict) -> bytes:

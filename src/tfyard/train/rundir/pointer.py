@@ -26,7 +26,7 @@ def publish_save(bucket, url: str, files: list[str], pointer: str, names: set[st
     sent = {f"{CHECKPOINTS}/{os.path.basename(file)}" for file in files}
     index = next(name for name in sent if name.endswith(INDEX))
     if index in names:
-        bucket.delete(run.path(index))
+        bucket.remove(run.path(index))
         names.discard(index)
     replaced = {name for name in names if name.startswith(CHECKPOINTS + "/")} if alone else set()
     names -= replaced
@@ -43,7 +43,7 @@ def publish_save(bucket, url: str, files: list[str], pointer: str, names: set[st
     for name in sorted((names | replaced) - sent - {PTR}):
         folder, _, file = name.rpartition("/")
         if folder == CHECKPOINTS and file.split(".")[0] not in listed:   # of no save named,
-            bucket.delete(run.path(name))   # or a leftover of this one's name
+            bucket.remove(run.path(name))   # or a leftover of this one's name
             names.discard(name)
     return text
 
