@@ -105,6 +105,16 @@ def _parse_gpus(value, source: str) -> int:
     return count
 
 
+def check_data_dir(data: str | None, source: str = "--data_dir") -> None:
+    """A data dir that cannot be read refused before any work (`tfyard tune` checks its
+    trials' own before the first starts): a local folder that is missing, a malformed URL or
+    an unknown scheme."""
+    if data is not None and is_remote(data):
+        storage.location(data, source)
+    elif data is not None and not os.path.isdir(data):
+        raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
+
+
 def resolve(
     data_dir: str | None = None,
     output_dir: str | None = None,
@@ -138,11 +148,7 @@ def resolve(
     else:
         source = "--num_gpus" if num_gpus not in (None, "") else "TFYARD_NUM_GPUS"
         gpus = _parse_gpus(gpus_raw, source)
-    source = "--data_dir" if data_dir not in (None, "") else "TFYARD_DATA_DIR"
-    if data is not None and is_remote(data):
-        storage.location(data, source)   # a malformed URL or unknown scheme: before any work
-    elif data is not None and not os.path.isdir(data):
-        raise UserError(f"{source} {data!r} does not exist; point it at your dataset directory")
+    check_data_dir(data, "--data_dir" if data_dir not in (None, "") else "TFYARD_DATA_DIR")
     storage.refuse_bucket(logs, "--log_dir", "a log dir apart from its run cannot be written to")
     platform = Platform(
         data_dir=_absolute(data) if data else None,

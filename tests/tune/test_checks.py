@@ -52,6 +52,7 @@ def test_a_wrong_space_is_named(tmp_path, capsys, space, words):
     (["--bogus_option", "1"], "unrecognized arguments: --bogus_option 1"),
     (["--lr", "0.05"], "--lr 0.05 (did you mean --learning_rate?)"),
     (["--work_dir", "w"], "--work_dir: tune gives each trial its own"),
+    (["--data_dir", "/nonexistent/data"], "--data_dir '/nonexistent/data' does not exist"),
     (["--parallel", "999"], "run at most"),
     (["--output_dir", "s3://bucket/study"], "needs --storage URL"),
     (["--storage", "postgresql://me:s3cret@127.0.0.1:1/db"], "me:***@127.0.0.1:1"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -66,12 +67,33 @@ def test_a_command_that_disagrees_is_refused_in_one_line_and_writes_nothing(
     assert sorted(os.listdir(tmp_path / "study" / "trials")) == ["0000"]
 
 
-def test_the_same_command_continues_and_another_name_starts_anew(tmp_path, study):
+def test_the_same_command_continues_and_another_name_starts_anew_in_its_own_dir(
+        tmp_path, study):
     tune(*_argv(tmp_path, "--batch_size", 32))   # the same: nothing more to run, accepted
     tune(*_argv(tmp_path, "--batch_size", 64, "--study_name", "other",
-                "--storage", _storage(tmp_path) + "x"))
+                "--storage", _storage(tmp_path) + "x", "--output_dir", tmp_path / "other"))
     assert [s.study_name for s in optuna.get_all_study_summaries(_storage(tmp_path) + "x")] \
         == ["other"]
+
+
+@pytest.mark.parametrize("how", ["another --study_name", "a copied folder"])
+def test_a_second_study_in_a_study_dir_is_refused(tmp_path, study, how):
+    """Trial folders are numbered by trial alone: a second study in DIR would take the
+    first one's finished runs for its own trials."""
+    if how == "a copied folder":
+        shutil.copytree(tmp_path / "study", tmp_path / "copy")
+        argv = _argv(tmp_path, "--batch_size", 32, "--output_dir", tmp_path / "copy")
+        place = tmp_path / "copy"
+    else:
+        argv, place = _argv(tmp_path, "--batch_size", 32, "--study_name", "other"), \
+            tmp_path / "study"
+    before = (place / "study.db").read_bytes()
+    with pytest.raises(UserError) as refused:
+        tune(*argv)
+    line = str(refused.value)
+    assert "\n" not in line and "holds study 'study'" in line and "--study_name study" in line
+    assert (place / "study.db").read_bytes() == before
+    assert optuna.study.get_all_study_names(f"sqlite:///{place / 'study.db'}") == ["study"]
 
 
 def test_a_study_of_an_earlier_tfyard_is_checked_by_its_direction_and_then_recorded(

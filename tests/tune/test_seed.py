@@ -58,3 +58,17 @@ def test_two_tunes_on_one_study_with_one_seed_draw_apart(tmp_path):
     trials = optuna.load_study(study_name="shared", storage=storage).trials
     drawn = [t.params["learning_rate"] for t in trials if t.params]
     assert len(drawn) >= 4 and len(set(drawn)) == len(drawn)
+
+
+def test_the_same_dir_spelled_otherwise_draws_the_same(tmp_path, monkeypatch):
+    """DIR is the tune's identity as a folder, not as a spelling: relative, `./`, a
+    trailing `/` or absolute, a seeded study draws the same, and so does one in another
+    folder (its own database: no other tune can share it)."""
+    monkeypatch.chdir(tmp_path)
+    drawn = []
+    for spelling in ("study", "./study/", str(tmp_path / "study"), "elsewhere/study"):
+        tune(*_argv(tmp_path, trials=2), "--output_dir", spelling)
+        shutil.move(os.path.normpath(spelling), tmp_path / "study")
+        drawn.append(_drawn(tmp_path))
+        shutil.rmtree(tmp_path / "study")
+    assert drawn[0] == drawn[1] == drawn[2] == drawn[3]

@@ -5,11 +5,13 @@ the same and a typo costs no training. Both doors build the same `TuneSettings` 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
+from tfyard.platform import check_data_dir
 from tfyard.process.cpus import usable_cpus
 from tfyard.train.options import add_train_arguments, options_from_args
 from tfyard.tune import onray
@@ -73,9 +75,10 @@ def search(settings: TuneSettings, train_argv=()):
         tracking=tracked, fixed_argv=option_argv(fixed), evaluations=evaluations,
         budget=budget, length=length, min_resource=s.min_resource,
         pbt_interval=s.pbt_interval, ray=ray, shared=given, settings=s.recorded())
-    studies.refuse_another_identity(
-        checked.storage, None if s.storage else place.home.database, checked.study_name,
-        checked.identity())
+    database = None if s.storage else place.home.database
+    studies.refuse_a_second_study(place, checked.storage, database, checked.study_name)
+    studies.refuse_another_identity(checked.storage, database, checked.study_name,
+                                    checked.identity())
     LocalFiles().make_directory(place.home.root)   # nothing is written before this point
     studies.open_storage(checked.storage)
     return checked
@@ -125,6 +128,8 @@ def _train_options(argv: list[str]):
     if mine:
         raise UserError(f"--{mine[0]}: tune gives each trial its own (DIR/trials/NNNN); "
                         "leave it out")
+    check_data_dir(*((parsed.data_dir, "--data_dir") if parsed.data_dir else
+                     (os.environ.get("TFYARD_DATA_DIR") or None, "TFYARD_DATA_DIR")))
     return options_from_args(parsed), given
 
 

@@ -219,7 +219,7 @@ class _Loop:
             with stops_held():   # no trial asked of Optuna is left without its run
                 resumed = self.left.pop(0) if self.left else None
                 if resumed is None:
-                    _reseed(search, opened.study)
+                    _reseed(search, opened.study, opened.place)
                 asked = None if resumed else _ask(opened.study, self.states, opened.wanted)
                 if not (asked or resumed):
                     return   # the study is full: another tune asked at the same moment
@@ -290,16 +290,19 @@ def _counts(study, states) -> tuple[int, int]:
             sum(t.state in (states.RUNNING, states.WAITING) for t in trials))
 
 
-def _reseed(search: Search, study) -> None:
-    """With --seed, the sampler of the next trial is seeded by the study's seed, this tune's
-    DIR (its identity among the tunes sharing the study) and the trial's number, the next
-    the storage gives: a rerun after a kill draws what the unbroken study drew, and two
-    tunes on one study draw apart. (The grid needs none: its trial number N takes point N
-    of one order that the study's seed shuffles, the same in every tune.)"""
+def _reseed(search: Search, study, place) -> None:
+    """With --seed, the sampler of the next trial is seeded by the study's seed, the trial's
+    number (the next the storage gives) and, where tunes may share the study (a --storage
+    given), this tune's DIR as `place` spells it, absolute (`runs/a`, `./runs/a/` and
+    `$PWD/runs/a` are one DIR): a rerun after a kill draws what the unbroken study drew, a
+    study of DIR's own database draws alike wherever DIR is, and two tunes on one study draw
+    apart. (The grid needs none: its trial number N takes point N of one order that the
+    study's seed shuffles, the same in every tune.)"""
     if search.seed is not None and search.sampler != "grid":
         number = len(study.get_trials(deepcopy=False))
+        shared = search.storage != studies.default_storage(search.output_dir)
         study.sampler = studies.sampler(search.sampler, studies.derived_seed(
-            search.seed, search.output_dir, number), search.grid())
+            search.seed, place.runs.root if shared else None, number), search.grid())
 
 
 def _ask(study, states, wanted: int):

@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass
 
 from tfyard.errors import UserError
+from tfyard.flags import OUTPUT_FLAG
 from tfyard.replace import replacing_file
-from tfyard.runfiles.files import LocalFiles
+from tfyard.runfiles.files import LocalFiles, files_for
 from tfyard.runfiles.layout import StudyDirectory
 from tfyard.tracking import redacted, scrubbed
 
@@ -135,8 +136,33 @@ def refuse_another_identity(storage: str, database: str | None, name: str,
             raise UserError(f"study {name!r} in {shown(storage)} searches with "
                             f"{_given(key, value)}, and this command gives "
                             f"{_given(key, identity.get(key))}; rerun with the study's "
-                            "settings, or start another study with --study_name NAME or "
-                            "another --output_dir")
+                            f"settings, or give another {OUTPUT_FLAG} for another study "
+                            "(with a shared --storage, a --study_name of its own too)")
+
+
+def refuse_a_second_study(place, storage: str, database: str | None, name: str) -> None:
+    """One DIR holds one study: its trials' folders are numbered by trial alone, so a second
+    study there (another --study_name, or a study's folder copied and so named anew) would
+    take the first one's finished runs for its own trials. Refused in one line before
+    anything is written; the study DIR holds is named by its tune.json, else by its own
+    database (`database`, not opened where it does not exist)."""
+    held = _study_held(place, storage, database, name)
+    if held is not None and held != name:
+        raise UserError(f"{OUTPUT_FLAG} {place.runs.root} holds study {held!r}, not {name!r}; "
+                        f"continue it with --study_name {held}, or give another "
+                        f"{OUTPUT_FLAG} for another study")
+
+
+def _study_held(place, storage: str, database: str | None, name: str) -> str | None:
+    files = files_for(place.runs.summary)
+    try:
+        return json.loads(files.read_whole(place.runs.summary)).get("study_name")
+    except (FileNotFoundError, ValueError, AttributeError):
+        pass
+    if database is None or not LocalFiles().has(database):
+        return None
+    names = import_optuna().study.get_all_study_names(open_storage(storage))
+    return name if name in names or not names else names[0]
 
 
 def _given(key: str, value) -> str:
