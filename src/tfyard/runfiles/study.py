@@ -1,5 +1,6 @@
 """A study where a run is expected: `tfyard predict` and `tfyard evaluate` given a `tfyard
-tune` directory use its best trial's run, which tune.json names.
+tune` directory use its best trial's run, which tune.json names; `tfyard train` refuses one,
+and `tfyard tune` refuses a run's directory (neither writes into the other kind).
 
 The run is looked up inside the study as given (`trials/NNNN`), so a study copied elsewhere
 or into a bucket still finds its best run; the directory tune.json recorded is the fallback
@@ -14,7 +15,7 @@ import sys
 from tfyard.errors import UserError
 from tfyard.flags import OUTPUT_FLAG
 from tfyard.runfiles.files import files_for
-from tfyard.runfiles.layout import StudyDirectory
+from tfyard.runfiles.layout import RUN_FILE, RunDirectory, StudyDirectory
 
 
 def run_named(path: str, flag: str = OUTPUT_FLAG) -> str:
@@ -40,3 +41,21 @@ def run_named(path: str, flag: str = OUTPUT_FLAG) -> str:
     print(f"tfyard: {path} is a study: its best trial {best['number']}{figure}, run {run}",
           file=sys.stderr)   # stdout is the command's own output (rows, figures)
     return run
+
+
+def refuse_a_study(path: str) -> None:
+    """`tfyard train` into a study's DIR would mix a run's files into the study's (its logs,
+    checkpoints beside trials/): one line instead, before anything is written."""
+    study, files = StudyDirectory(path.rstrip("/")), files_for(path)
+    if files.has(study.summary) or files.has(study.database):
+        raise UserError(f"{OUTPUT_FLAG} {path} holds a study `tfyard tune` wrote; give the run "
+                        f"another {OUTPUT_FLAG} (a study's runs are its trials/NNNN)")
+
+
+def refuse_a_run(path: str) -> None:
+    """`tfyard tune` into a run's directory would put a study inside the run: one line
+    instead, before anything is written."""
+    run = RunDirectory(path.rstrip("/"))
+    if run.files.has(run.run_file):
+        raise UserError(f"{OUTPUT_FLAG} {path} holds a run `tfyard train` wrote ({RUN_FILE}); "
+                        f"give the study another {OUTPUT_FLAG}")

@@ -27,6 +27,7 @@ from tfyard.process import envvars
 from tfyard.runfiles.files import files_for
 from tfyard.runfiles.layout import RunDirectory, WorkDirectory, checkpoint_name
 from tfyard.runfiles.record import amend_run
+from tfyard.runfiles.study import refuse_a_study
 from tfyard.storage import stream
 from tfyard.train.account import announce, finish, member_name, run_record
 from tfyard.train.options import TrainOptions, parse_train_args
@@ -104,6 +105,7 @@ def _train(options: TrainOptions, plat, model, data, eval_data, num_classes: int
     if plan.behaviour == "evaluate" and plat.output_url:
         raise UserError(f"--output_dir {plat.output_url}: an evaluator member cannot follow a "
                         "run in a bucket yet; evaluate it afterwards with `tfyard evaluate`")
+    refuse_a_study(plat.output_url or plat.output_dir)
     with published(plat, cluster, options.startup_timeout) as run, \
             take_lease(plat.output_dir, cluster):  # one writer per output_dir; readers never
         from tfyard.train.task.task import make_task

@@ -31,6 +31,7 @@ def search(settings: TuneSettings, train_argv=()):
     from tfyard import tracking
     from tfyard.runfiles.files import LocalFiles
     from tfyard.runfiles.place import StudyPlace
+    from tfyard.runfiles.study import refuse_a_run
     from tfyard.storage import in_bucket, require_writable
     from tfyard.tracking.mlflow_run import usable
     from tfyard.tune import study as studies
@@ -75,6 +76,7 @@ def search(settings: TuneSettings, train_argv=()):
         tracking=tracked, fixed_argv=option_argv(fixed), evaluations=evaluations,
         budget=budget, length=length, min_resource=s.min_resource,
         pbt_interval=s.pbt_interval, ray=ray, shared=given, settings=s.recorded())
+    refuse_a_run(place.runs.root)
     database = None if s.storage else place.home.database
     studies.refuse_a_second_study(place, checked.storage, database, checked.study_name)
     studies.refuse_another_identity(checked.storage, database, checked.study_name,
