@@ -13,6 +13,7 @@ import pytest
 
 from tests.tune.conftest import tune, write_space
 from tfyard.errors import UserError
+from tfyard.tune.study import _given
 
 optuna = pytest.importorskip("optuna")
 SPACE = {"learning_rate": {"loguniform": [0.001, 1.0]}, "epochs": 1}
@@ -53,6 +54,7 @@ def test_the_identity_is_in_the_study_and_in_tune_json(tmp_path, study):
     ({"extra": ("--batch_size", 64)}, "--batch_size 32", "--batch_size 64"),
     ({"extra": ("--batch_size", 32, "--sampler", "random")}, "--sampler tpe",
      "--sampler random"),
+    ({"extra": ("--batch_size", 32, "--seed", 2)}, "--seed 1", "--seed 2"),
 ])
 def test_a_command_that_disagrees_is_refused_in_one_line_and_writes_nothing(
         tmp_path, study, change, recorded, given):
@@ -65,6 +67,15 @@ def test_a_command_that_disagrees_is_refused_in_one_line_and_writes_nothing(
     assert "\n" not in line and recorded in line and given in line and "--study_name" in line
     assert (tmp_path / "study" / "study.db").read_bytes() == study
     assert sorted(os.listdir(tmp_path / "study" / "trials")) == ["0000"]
+
+
+def test_every_part_of_the_identity_is_named_as_a_command_gives_it(tmp_path, study):
+    recorded = optuna.load_study(study_name="study", storage=_storage(tmp_path)).user_attrs[
+        "tfyard.identity"]
+    for key, value in recorded.items():
+        assert _given(key, value).startswith(("--", "no ")), key
+    assert _given("seed", None) == "no --seed" and _given("min_resource", 3) == \
+        "--min_resource 3"
 
 
 def test_the_same_command_continues_and_another_name_starts_anew_in_its_own_dir(

@@ -74,6 +74,7 @@ class Search:
         return {"metric": self.metric.name, "direction": self.direction,
                 "space": json.dumps(space, sort_keys=True), "sampler": self.sampler,
                 "scheduler": self.scheduler, "min_resource": self.min_resource,
+                "seed": self.seed,
                 "train": json.dumps({k: v for k, v in self.shared.items()
                                      if k not in UNSEARCHED}, sort_keys=True, default=str)}
 

@@ -35,7 +35,8 @@ IDENTITY = "tfyard.identity"
 SCHEDULE = "pbt_schedule"   # [{"step", "donor", "params"}]
 # How a command gives each part of the identity.
 IDENTITY_FLAGS = {"metric": "--metric", "direction": "--mode", "space": "--space",
-                  "sampler": "--sampler", "scheduler": "--scheduler"}
+                  "sampler": "--sampler", "scheduler": "--scheduler",
+                  "min_resource": "--min_resource", "seed": "--seed"}
 # The figures a run reports (metrics.jsonl): a metric is KIND/NAME, KIND a report's source.
 METRICS = {"validation": ("eval", ("loss", "top1", "top5")),
            "train": ("train", ("loss", "top1", "top5"))}
@@ -173,7 +174,7 @@ def _given(key: str, value) -> str:
         flags = json.loads(value or "{}")
         return " ".join(f"--{flag} {flags[flag]}" for flag in sorted(flags)) or \
             "no shared train flags"
-    return f"{IDENTITY_FLAGS[key]} {value}"
+    return f"{IDENTITY_FLAGS[key]} {value}" if value is not None else f"no {IDENTITY_FLAGS[key]}"
 
 
 def derived_seed(seed: int | None, *names) -> int | None:
