@@ -130,8 +130,8 @@ def _train_options(argv: list[str]):
     if mine:
         raise UserError(f"--{mine[0]}: tune gives each trial its own (DIR/trials/NNNN); "
                         "leave it out")
-    check_data_dir(*((parsed.data_dir, "--data_dir") if parsed.data_dir else
-                     (os.environ.get("TFYARD_DATA_DIR") or None, "TFYARD_DATA_DIR")))
+    data_dir = parsed.data_dir or os.environ.get("TFYARD_DATA_DIR") or None   # as train picks
+    check_data_dir(data_dir, "--data_dir" if parsed.data_dir else "TFYARD_DATA_DIR")
     return options_from_args(parsed), given
 
 
