@@ -8,6 +8,7 @@ the store answers (`Refused`) is told apart from one it may get over."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 import warnings
@@ -34,11 +35,18 @@ class GcsStore:
         except ImportError:
             raise UserError("gs:// paths need the cloud extra: pip install 'tfyard[cloud]'") \
                 from None
-        self._storage, self._client = storage, None
-        # each try bounded, and transient errors tried again for ATTEMPTS tries' time in all,
-        # so a wrong endpoint or a silent one is named in seconds
+        self._storage, self._client, self._transient = storage, None, DEFAULT_RETRY
         self.timeout = (timeouts.connect_seconds(), timeouts.request_seconds())
-        self.retry = DEFAULT_RETRY.with_deadline(timeouts.request_seconds() * timeouts.ATTEMPTS)
+
+    @property
+    def retry(self):
+        """A fresh retry for each call: what google-cloud-storage deems transient is tried again,
+        ATTEMPTS tries in all within their time. The deadline alone let an endpoint that refuses
+        at once be tried again for its whole length (up to 45 s), not in seconds."""
+        transient, tries = self._transient._predicate, itertools.count(2)
+        return self._transient.with_deadline(
+            timeouts.request_seconds() * timeouts.ATTEMPTS).with_predicate(
+            lambda exc: transient(exc) and next(tries) <= timeouts.ATTEMPTS)
 
     def where(self) -> str:
         return os.environ.get("STORAGE_EMULATOR_HOST") or "Google's own"
