@@ -167,6 +167,7 @@ def test_one_writer_sigterm_and_a_new_node_then_evaluate_plot_and_predict_there(
     first.send_signal(signal.SIGTERM)
     code, out = finish(first)
     assert code == 143, out
+    assert out.strip().splitlines()[-1] == f"tfyard: the run is in {url} (uploaded from {copy})"
     saved = int(out.split("saved checkpoint ckpt-")[1].split(";")[0])
     assert bucket_step(s3, name, "team/a") == saved   # in the bucket before the exit
     assert ".tfyard-lease" not in objects(s3, name, "team/a")

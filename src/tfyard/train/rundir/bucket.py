@@ -272,11 +272,29 @@ def published(plat, cluster, wait_s: float):
         publisher = Publisher(plat.output_url, plat.output_dir, names)
         try:
             yield BucketRun(plat, publisher, lease.me["token"])
+        except SystemExit:   # stopped (SIGTERM, Ctrl-C, a pause): its save goes to the bucket
+            _flush_stopped(publisher, plat)
+            raise
         except BaseException:
             with contextlib.suppress(UserError):   # what was saved still reaches the bucket
                 publisher.close()
             raise
         publisher.close()
-        log.info(f"tfyard: the run is in {plat.output_url} (uploaded from {plat.output_dir})")
+        _say_uploaded(plat)
     finally:
         lease.release()
+
+
+def _flush_stopped(publisher: Publisher, plat) -> None:
+    """A stopped run's last line names where its files are, for the rerun that resumes it:
+    the bucket, or the local copy when the store did not take them."""
+    try:
+        publisher.close()
+    except UserError as exc:
+        log.warning(f"tfyard: {exc}")
+    else:
+        _say_uploaded(plat)
+
+
+def _say_uploaded(plat) -> None:
+    log.info(f"tfyard: the run is in {plat.output_url} (uploaded from {plat.output_dir})")
