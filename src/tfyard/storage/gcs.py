@@ -35,17 +35,17 @@ class GcsStore:
         except ImportError:
             raise UserError("gs:// paths need the cloud extra: pip install 'tfyard[cloud]'") \
                 from None
-        self._storage, self._client, self._transient = storage, None, DEFAULT_RETRY
+        self._storage, self._client = storage, None
         self.timeout = (timeouts.connect_seconds(), timeouts.request_seconds())
+        self._within = DEFAULT_RETRY.with_deadline(timeouts.request_seconds() * timeouts.ATTEMPTS)
 
     @property
     def retry(self):
         """A fresh retry for each call: what google-cloud-storage deems transient is tried again,
         ATTEMPTS tries in all within their time. The deadline alone let an endpoint that refuses
         at once be tried again for its whole length (up to 45 s), not in seconds."""
-        transient, tries = self._transient._predicate, itertools.count(2)
-        return self._transient.with_deadline(
-            timeouts.request_seconds() * timeouts.ATTEMPTS).with_predicate(
+        transient, tries = self._within._predicate, itertools.count(2)   # no public getter
+        return self._within.with_predicate(
             lambda exc: transient(exc) and next(tries) <= timeouts.ATTEMPTS)
 
     def where(self) -> str:
